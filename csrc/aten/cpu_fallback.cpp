@@ -1,0 +1,309 @@
+// The boxed fallback for PrivateUse1.
+//
+// With host-addressable device memory (the reference simulator) the CPU
+// kernel runs directly on device memory: arguments become host aliases and
+// CPU allocations made by the kernel come from device memory (host_view.h),
+// so nothing is copied. Otherwise at::native::cpu_fallback copies arguments
+// to the host and results back through the runtime.
+#include "cpu_fallback.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "generator.h"
+#include "host_view.h"
+#include "runtime.h"
+#include "streams.h"
+
+namespace kernel_pytorch {
+namespace {
+
+FallbackMode mode_from_env() {
+  const char* v = std::getenv("MY_ASIC_FALLBACK");
+  if (v == nullptr || *v == '\0' || std::string(v) == "allow") {
+    return FallbackMode::kAllow;
+  }
+  const std::string s(v);
+  if (s == "warn") {
+    return FallbackMode::kWarn;
+  }
+  if (s == "raise") {
+    return FallbackMode::kRaise;
+  }
+  TORCH_WARN("MY_ASIC_FALLBACK='", s, "' is not one of allow, warn, raise; using 'allow'.");
+  return FallbackMode::kAllow;
+}
+
+std::atomic<FallbackMode>& mode_slot() {
+  static std::atomic<FallbackMode> mode{mode_from_env()};
+  return mode;
+}
+
+struct OpCounter {
+  std::string name;
+  int64_t count = 0;
+  bool warned = false;
+};
+
+struct Stats {
+  std::mutex mutex;
+  std::unordered_map<const void*, OpCounter> by_op;
+};
+
+Stats& stats() {
+  static auto* s = new Stats();
+  return *s;
+}
+
+void note_fallback(const c10::OperatorHandle& op) {
+  const FallbackMode mode = mode_slot().load(std::memory_order_relaxed);
+  bool warn = false;
+  {
+    auto& s = stats();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto& counter = s.by_op[&op.schema()];
+    if (counter.name.empty()) {
+      const auto& n = op.operator_name();
+      counter.name = n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+    }
+    counter.count += 1;
+    if (mode == FallbackMode::kWarn && !counter.warned) {
+      counter.warned = true;
+      warn = true;
+    }
+  }
+  if (mode == FallbackMode::kRaise) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, "my_asic has no native kernel for '", op.operator_name(),
+        "' and MY_ASIC_FALLBACK=raise forbids running it on the CPU fallback. Unset "
+        "MY_ASIC_FALLBACK (or call kernel_pytorch.asic.set_fallback_mode('allow')) to "
+        "allow it, or implement the op for my_asic.");
+  }
+  if (warn) {
+    TORCH_WARN(
+        "my_asic: '", op.operator_name(), "' has no native kernel and runs on the CPU "
+        "fallback (warned once per op; MY_ASIC_FALLBACK=allow silences this).");
+  }
+}
+
+bool is_device_tensor(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// Finds the one my_asic device this call runs on, checking arguments agree.
+c10::DeviceIndex call_device(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t begin) {
+  c10::DeviceIndex device = -1;
+  auto see = [&](const at::Tensor& t) {
+    if (!is_device_tensor(t)) {
+      return;
+    }
+    if (device == -1) {
+      device = t.device().index();
+    } else {
+      TORCH_CHECK(
+          device == t.device().index(),
+          "Expected all tensors to be on the same device, but found at least two devices, my_asic:",
+          static_cast<int>(device), " and my_asic:", static_cast<int>(t.device().index()),
+          "! (when checking arguments of ", schema.name(),
+          "). Move them to one device with .to('my_asic:N') first.");
+    }
+  };
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::IValue& v = (*stack)[begin + i];
+    if (v.isTensor()) {
+      see(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        see(t);
+      }
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        if (t.has_value()) {
+          see(*t);
+        }
+      }
+    }
+  }
+  if (device == -1) {
+    // Factory ops: the device comes from a device= argument.
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      const c10::IValue& v = (*stack)[begin + i];
+      if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+        device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+      }
+    }
+  }
+  return device == -1 ? current_device() : device;
+}
+
+bool is_generator_arg(const c10::Argument& arg) {
+  const auto& type = arg.type();
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    return type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
+// CPU kernels take CPU generators and CPU device= arguments.
+void rewrite_generators_and_devices(
+    const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t begin, c10::DeviceIndex device) {
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (is_generator_arg(args[i])) {
+      std::optional<at::Generator> gen;
+      if (v.isGenerator()) {
+        gen = v.toGenerator();
+      }
+      v = c10::IValue(engine_for(gen, device));
+    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
+    }
+  }
+}
+
+void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t num_args = schema.arguments().size();
+  const size_t begin = stack->size() - num_args;
+  const c10::DeviceIndex device = call_device(schema, stack, begin);
+  install_routing_cpu_allocator();
+
+  // CPU kernels run on the host now: earlier async copies must be done.
+  wait_current_stream(device);
+  rewrite_generators_and_devices(schema, stack, begin, device);
+
+  // (host alias impl, device tensor) for each device tensor argument.
+  std::vector<std::pair<at::Tensor, at::Tensor>> aliases;
+  auto alias_of = [&](const at::Tensor& t) -> at::Tensor {
+    if (!is_device_tensor(t)) {
+      return t;
+    }
+    at::Tensor a = host_alias(t);
+    aliases.emplace_back(a, t);
+    return a;
+  };
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (v.isTensor()) {
+      v = c10::IValue(alias_of(v.toTensor()));
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& t : list) {
+        out.push_back(alias_of(t));
+      }
+      v = c10::IValue(std::move(out));
+    } else if (v.isOptionalTensorList()) {
+      auto list = v.toOptionalTensorList();
+      c10::List<std::optional<at::Tensor>> out;
+      out.reserve(list.size());
+      for (const std::optional<at::Tensor>& t : list) {
+        out.push_back(t.has_value() ? std::optional<at::Tensor>(alias_of(*t)) : std::nullopt);
+      }
+      v = c10::IValue(std::move(out));
+    }
+  }
+
+  DeviceAdopter adopter(device);
+  {
+    RouteCpuAllocationsToDevice route(device);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+
+  // Mutated arguments: their device tensors take the alias's final geometry.
+  for (size_t i = 0; i < num_args; ++i) {
+    const auto* alias_info = schema.arguments()[i].alias_info();
+    if (alias_info == nullptr || !alias_info->isWrite()) {
+      continue;
+    }
+    for (const auto& [a, t] : aliases) {
+      adopter.write_back(a, t);
+    }
+    break;
+  }
+
+  const size_t num_returns = schema.returns().size();
+  const size_t rbegin = stack->size() - num_returns;
+  auto to_device = [&](const at::Tensor& r) -> at::Tensor {
+    for (const auto& [a, t] : aliases) {
+      if (r.unsafeGetTensorImpl() == a.unsafeGetTensorImpl()) {
+        return t; // in-place / out= ops return their argument
+      }
+    }
+    return adopter.adopt(r);
+  };
+  for (size_t i = 0; i < num_returns; ++i) {
+    c10::IValue& v = (*stack)[rbegin + i];
+    if (v.isTensor()) {
+      v = c10::IValue(to_device(v.toTensor()));
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& t : list) {
+        out.push_back(to_device(t));
+      }
+      v = c10::IValue(std::move(out));
+    }
+  }
+}
+
+void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  note_fallback(op);
+  if (host_addressable()) {
+    run_in_place_on_device(op, stack);
+    return;
+  }
+  const auto& schema = op.schema();
+  const size_t begin = stack->size() - schema.arguments().size();
+  const c10::DeviceIndex device = call_device(schema, stack, begin);
+  wait_current_stream(device);
+  rewrite_generators_and_devices(schema, stack, begin, device);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
+}
+
+} // namespace
+
+void set_fallback_mode(FallbackMode mode) {
+  mode_slot().store(mode);
+}
+
+FallbackMode fallback_mode() {
+  return mode_slot().load();
+}
+
+std::vector<std::pair<std::string, int64_t>> fallback_stats() {
+  auto& s = stats();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::vector<std::pair<std::string, int64_t>> out;
+  out.reserve(s.by_op.size());
+  for (const auto& [key, counter] : s.by_op) {
+    if (counter.count > 0) {
+      out.emplace_back(counter.name, counter.count);
+    }
+  }
+  return out;
+}
+
+void reset_fallback_stats() {
+  auto& s = stats();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto& [key, counter] : s.by_op) {
+    counter.count = 0;
+  }
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
+}
+
+} // namespace kernel_pytorch

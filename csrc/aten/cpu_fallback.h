@@ -1,0 +1,20 @@
+// Every ATen op without a native my_asic kernel runs its CPU kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kernel_pytorch {
+
+enum class FallbackMode { kAllow, kWarn, kRaise };
+
+// Default comes from MY_ASIC_FALLBACK=allow|warn|raise (read once).
+void set_fallback_mode(FallbackMode mode);
+FallbackMode fallback_mode();
+// (op name with overload, number of fallback calls), since start or reset.
+std::vector<std::pair<std::string, int64_t>> fallback_stats();
+void reset_fallback_stats();
+
+} // namespace kernel_pytorch

@@ -1,0 +1,113 @@
+#include "streams.h"
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+namespace kernel_pytorch {
+namespace {
+
+constexpr int kStreamsPerDevice = 1 + 2 * kStreamPoolSize;
+
+struct DeviceStreams {
+  std::once_flag created;
+  std::array<kpdrStream_t, kStreamsPerDevice> handles{};
+  std::atomic<uint32_t> next_normal{0};
+  std::atomic<uint32_t> next_high{0};
+};
+
+std::vector<DeviceStreams>& all_streams() {
+  // Sized once at first use; leaked so no destructor races the runtime's.
+  static auto* v = new std::vector<DeviceStreams>(device_count());
+  return *v;
+}
+
+DeviceStreams& streams_of(c10::DeviceIndex device) {
+  check_device_index(device);
+  auto& ds = all_streams()[device];
+  std::call_once(ds.created, [&] {
+    const auto& api = rt();
+    for (int id = 0; id < kStreamsPerDevice; ++id) {
+      const int priority = id > kStreamPoolSize ? -1 : 0;
+      KPDR_CHECK(api.StreamCreate(device, priority, &ds.handles[id]));
+    }
+  });
+  return ds;
+}
+
+thread_local std::vector<c10::StreamId> t_current;
+
+c10::StreamId& current_id(c10::DeviceIndex device) {
+  if (C10_UNLIKELY(t_current.size() <= static_cast<size_t>(device))) {
+    t_current.resize(device + 1, 0);
+  }
+  return t_current[device];
+}
+
+c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id);
+}
+
+} // namespace
+
+kpdrStream_t native_stream(const c10::Stream& stream) {
+  const auto id = stream.id();
+  TORCH_CHECK(
+      id >= 0 && id < kStreamsPerDevice, "my_asic: invalid stream id ", id,
+      " (not created by kernel_pytorch)");
+  return streams_of(stream.device_index()).handles[id];
+}
+
+c10::Stream default_stream(c10::DeviceIndex device) {
+  check_device_index(device);
+  return make_stream(device, 0);
+}
+
+c10::Stream current_stream(c10::DeviceIndex device) {
+  check_device_index(device);
+  return make_stream(device, current_id(device));
+}
+
+c10::Stream exchange_current_stream(const c10::Stream& stream) {
+  const auto device = stream.device_index();
+  check_device_index(device);
+  TORCH_CHECK(stream.id() >= 0 && stream.id() < kStreamsPerDevice, "my_asic: invalid stream id ", stream.id());
+  auto& slot = current_id(device);
+  auto previous = make_stream(device, slot);
+  slot = stream.id();
+  return previous;
+}
+
+c10::Stream stream_from_pool(c10::DeviceIndex device, int priority) {
+  auto& ds = streams_of(device);
+  if (priority < 0) {
+    const auto n = ds.next_high.fetch_add(1) % kStreamPoolSize;
+    return make_stream(device, 1 + kStreamPoolSize + n);
+  }
+  const auto n = ds.next_normal.fetch_add(1) % kStreamPoolSize;
+  return make_stream(device, 1 + n);
+}
+
+int stream_priority(const c10::Stream& stream) {
+  return stream.id() > kStreamPoolSize ? -1 : 0;
+}
+
+void synchronize_stream(const c10::Stream& stream) {
+  KPDR_CHECK(rt().StreamSynchronize(native_stream(stream)));
+}
+
+bool query_stream(const c10::Stream& stream) {
+  const kpdrError_t err = rt().StreamQuery(native_stream(stream));
+  if (err == KPDR_ERROR_NOT_READY) {
+    return false;
+  }
+  KPDR_CHECK(err);
+  return true;
+}
+
+void wait_current_stream(c10::DeviceIndex device) {
+  synchronize_stream(current_stream(device));
+}
+
+} // namespace kernel_pytorch

@@ -1,0 +1,33 @@
+// Streams of the my_asic devices, as c10::Stream values.
+//
+// Like CUDA, each device has one default stream (id 0) and fixed pools of
+// streams handed out round-robin (ids 1..kPoolSize for normal priority,
+// kPoolSize+1..2*kPoolSize for high priority), created lazily on first use.
+// The current stream is per thread and per device.
+#pragma once
+
+#include <c10/core/Stream.h>
+
+#include "runtime.h"
+
+namespace kernel_pytorch {
+
+constexpr int kStreamPoolSize = 32;
+
+kpdrStream_t native_stream(const c10::Stream& stream);
+c10::Stream default_stream(c10::DeviceIndex device);
+c10::Stream current_stream(c10::DeviceIndex device);
+// Returns the previous current stream of that stream's device.
+c10::Stream exchange_current_stream(const c10::Stream& stream);
+// priority: 0 normal, negative = high (lower numbers run first, as in CUDA).
+c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
+int stream_priority(const c10::Stream& stream);
+
+void synchronize_stream(const c10::Stream& stream);
+bool query_stream(const c10::Stream& stream);
+
+// Blocks until the current stream of `device` has finished its work. Called
+// before host code touches device memory (CPU kernels run on the host).
+void wait_current_stream(c10::DeviceIndex device);
+
+} // namespace kernel_pytorch

@@ -1,0 +1,61 @@
+#include "host_backing.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "byte_format.h"
+#include "error_reporting.h"
+
+namespace myasic {
+namespace {
+
+// Below this, one mmap per allocation would waste most of a page and a
+// syscall; aligned_alloc serves small tensors from the heap instead.
+constexpr std::size_t kMmapThresholdBytes = std::size_t{64} << 10;
+
+std::size_t round_up(std::size_t value, std::size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+}  // namespace
+
+kpdrError_t HostBacking::create(std::size_t bytes, std::shared_ptr<HostBacking>* out) {
+  const std::size_t rounded = round_up(bytes, kAlignment);
+  void* data = nullptr;
+  bool mapped = false;
+  if (rounded < kMmapThresholdBytes) {
+    data = std::aligned_alloc(kAlignment, rounded);
+  } else {
+    data = mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (data == MAP_FAILED) data = nullptr;
+    mapped = true;
+  }
+  if (data == nullptr) {
+    return fail(KPDR_ERROR_OUT_OF_MEMORY,
+                "the simulator could not reserve " + format_bytes(rounded) +
+                    " of host virtual memory to back the device allocation (" +
+                    std::strerror(errno) + "); lower memory_mb or free host memory");
+  }
+  try {
+    out->reset(new HostBacking(data, rounded, mapped));
+  } catch (const std::bad_alloc&) {
+    if (mapped) munmap(data, rounded); else std::free(data);
+    return fail(KPDR_ERROR_OUT_OF_MEMORY, "host out of memory while tracking an allocation");
+  }
+  return KPDR_SUCCESS;
+}
+
+HostBacking::~HostBacking() {
+  if (mapped_) {
+    munmap(data_, bytes_);
+  } else {
+    std::free(data_);
+  }
+}
+
+}  // namespace myasic

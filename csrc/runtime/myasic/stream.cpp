@@ -1,0 +1,82 @@
+#include "stream.h"
+
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "error_reporting.h"
+
+namespace myasic {
+
+Stream::~Stream() { shut_down(); }
+
+kpdrError_t Stream::enqueue(Work work) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) {
+      return fail(KPDR_ERROR_INVALID_HANDLE,
+                  "the stream was destroyed (or the process is exiting); create a new stream");
+    }
+    if (!worker_.joinable()) {
+      try {
+        worker_ = std::thread(&Stream::run_worker, this);
+      } catch (const std::system_error& error) {
+        return fail(KPDR_ERROR_UNKNOWN,
+                    std::string("could not start the stream's worker thread: ") + error.what());
+      }
+    }
+    queue_.push_back(std::move(work));
+    pending_.fetch_add(1, std::memory_order_relaxed);
+  }
+  work_available_.notify_one();
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t Stream::record(const std::shared_ptr<EventMarker>& marker) {
+  {
+    // Checked under the lock so no work can slip in and be counted as done.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pending_.load(std::memory_order_relaxed) == 0 && !stopping_) {
+      marker->complete();
+      return KPDR_SUCCESS;
+    }
+  }
+  return enqueue([marker] { marker->complete(); });
+}
+
+void Stream::synchronize() {
+  if (is_idle()) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  became_idle_.wait(lock, [this] { return pending_.load(std::memory_order_relaxed) == 0; });
+}
+
+void Stream::shut_down() {
+  std::thread worker;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    became_idle_.wait(lock, [this] { return pending_.load(std::memory_order_relaxed) == 0; });
+    stopping_ = true;
+    worker = std::move(worker_);
+  }
+  work_available_.notify_all();
+  if (worker.joinable()) worker.join();
+}
+
+void Stream::run_worker() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    work_available_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping_ and fully drained
+    Work work = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    work();
+    work = nullptr;  // release captured buffers before reporting completion
+    lock.lock();
+    // Release pairs with the acquire in is_idle(): whoever sees 0 also sees
+    // the bytes this work wrote.
+    if (pending_.fetch_sub(1, std::memory_order_release) == 1) became_idle_.notify_all();
+  }
+}
+
+}  // namespace myasic

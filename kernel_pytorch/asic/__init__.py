@@ -1,0 +1,90 @@
+"""``torch.my_asic``: the Python face of the my_asic device.
+
+The names follow ``torch.cuda`` so code written for CUDA ports by changing the
+device string. Importing :mod:`kernel_pytorch` registers this module as
+``torch.my_asic``; the device runtime itself is loaded lazily on first use.
+"""
+
+from typing import List
+
+import torch
+
+from kernel_pytorch.asic._lazy import _is_in_bad_fork, _lazy_call, _lazy_init, is_initialized
+from kernel_pytorch.asic.device import (
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_name,
+    get_device_properties,
+    is_available,
+    set_device,
+    synchronize,
+)
+from kernel_pytorch.asic.fallback import (
+    fallback_stats,
+    get_fallback_mode,
+    reset_fallback_stats,
+    set_fallback_mode,
+)
+from kernel_pytorch.asic.memory import (
+    empty_cache,
+    get_per_process_memory_fraction,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+from kernel_pytorch.asic.random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from kernel_pytorch.asic.streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+
+
+def init() -> None:
+    """Initialises the device runtime now instead of on first use."""
+    _lazy_init()
+
+
+def get_amp_supported_dtype() -> List[torch.dtype]:
+    """dtypes torch.autocast('my_asic', dtype=...) accepts."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 tensors are supported on every my_asic device."""
+    return True
+
+
+__all__ = [
+    "Event", "Stream", "StreamContext", "current_device", "current_stream", "default_stream",
+    "device", "device_count", "device_of", "empty_cache", "fallback_stats", "get_amp_supported_dtype",
+    "get_device_name", "get_device_properties", "get_fallback_mode", "get_per_process_memory_fraction",
+    "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available", "is_bf16_supported",
+    "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
+    "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "reset_accumulated_memory_stats",
+    "reset_fallback_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_fallback_mode",
+    "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
+    "synchronize",
+]

@@ -1,0 +1,74 @@
+"""Memory statistics and control, with torch.cuda's names. Figures in bytes."""
+
+from typing import Any, Dict, Tuple
+
+from kernel_pytorch import _C
+from kernel_pytorch.asic._lazy import _lazy_init
+from kernel_pytorch.asic.device import _device_index, _DeviceLike
+
+
+def memory_stats(device: _DeviceLike = None) -> Dict[str, Any]:
+    """The caching allocator's statistics, keyed like torch.cuda.memory_stats()."""
+    _lazy_init()
+    return dict(sorted(_C._memory_stats(_device_index(device)).items()))
+
+
+def memory_allocated(device: _DeviceLike = None) -> int:
+    """Bytes currently occupied by tensors on ``device``."""
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device: _DeviceLike = None) -> int:
+    """Peak of memory_allocated() since start or reset_peak_memory_stats()."""
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device: _DeviceLike = None) -> int:
+    """Bytes held by the caching allocator (in use or cached) on ``device``."""
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device: _DeviceLike = None) -> int:
+    """Peak of memory_reserved() since start or reset_peak_memory_stats()."""
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
+    """Resets the peak figures of memory_stats() to the current values."""
+    _lazy_init()
+    _C._reset_peak_memory_stats(_device_index(device))
+
+
+def reset_accumulated_memory_stats(device: _DeviceLike = None) -> None:
+    """Resets the cumulative counters of memory_stats()."""
+    _lazy_init()
+    _C._reset_accumulated_memory_stats(_device_index(device))
+
+
+def empty_cache() -> None:
+    """Returns cached, unused device memory to the runtime."""
+    if _C._is_initialized():
+        _C._empty_cache()
+
+
+def mem_get_info(device: _DeviceLike = None) -> Tuple[int, int]:
+    """(free, total) bytes of ``device`` as the runtime reports them."""
+    _lazy_init()
+    return tuple(_C._mem_get_info(_device_index(device)))
+
+
+def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None) -> None:
+    """Caps this process's reserved memory on ``device`` at fraction × capacity.
+
+    Allocations beyond the cap raise torch.OutOfMemoryError.
+    """
+    if not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be a number in (0, 1], got {fraction!r}")
+    _lazy_init()
+    _C._set_memory_fraction(float(fraction), _device_index(device))
+
+
+def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
+    """The cap set by set_per_process_memory_fraction() (1.0 by default)."""
+    _lazy_init()
+    return _C._get_memory_fraction(_device_index(device))
