@@ -1,0 +1,68 @@
+"""CustomAsicAdapter against the real my_asic device that `import kernel_pytorch`
+registers on PrivateUse1 (a simulator: kernels run in place on the host CPU)."""
+
+import pytest
+import torch
+
+import kernel_pytorch  # noqa: F401  (registers torch.my_asic once the extension is built)
+from kernel_pytorch.hardware_abstraction import HardwareVendor
+from kernel_pytorch.hardware_abstraction.vendor_adapters import CpuAdapter, CustomAsicAdapter
+
+MY_ASIC = getattr(torch, "my_asic", None)
+needs_my_asic = pytest.mark.skipif(
+    MY_ASIC is None, reason="kernel_pytorch my_asic extension not built/registered"
+)
+
+
+def test_unregistered_backend_reports_why():
+    adapter = CustomAsicAdapter(backend_name="no_such_backend")
+    assert adapter.discover_devices() == []
+    assert adapter.unavailable_reason.startswith("kernel_pytorch my_asic extension not built/registered")
+
+
+@pytest.mark.skipif(MY_ASIC is not None, reason="my_asic is registered here")
+def test_default_adapter_without_extension_reports_why():
+    adapter = CustomAsicAdapter()
+    assert adapter.discover_devices() == []
+    assert "kernel_pytorch my_asic extension not built/registered" in adapter.unavailable_reason
+
+
+@needs_my_asic
+def test_every_my_asic_device_is_discovered_with_its_torch_device():
+    specs = CustomAsicAdapter().discover_devices()
+    assert len(specs) == MY_ASIC.device_count()
+    for index, spec in enumerate(specs):
+        assert spec.vendor is HardwareVendor.CUSTOM_ASIC and spec.torch_usable
+        assert spec.device == torch.device("my_asic", index)
+
+
+@needs_my_asic
+def test_my_asic_properties_come_from_the_device_module():
+    for spec in CustomAsicAdapter().discover_devices():
+        props = MY_ASIC.get_device_properties(spec.index)
+        caps = spec.capabilities
+        assert caps.device_name == props.name
+        assert caps.memory_total_gb == pytest.approx(props.total_memory / 1e9)
+        assert caps.compute_units == props.multi_processor_count
+        assert caps.details["host_addressable"] == bool(props.host_addressable)
+
+
+@needs_my_asic
+def test_refresh_memory_sees_an_allocation():
+    adapter = CustomAsicAdapter()
+    spec = adapter.discover_devices()[0]
+    before = spec.capabilities.memory_free_gb
+    block = torch.empty(256 * 2**20, dtype=torch.uint8, device=spec.device)
+    adapter.refresh_memory(spec)
+    assert before - spec.capabilities.memory_free_gb >= 0.9 * block.numel() / 1e9
+    del block
+
+
+@needs_my_asic
+def test_host_addressable_device_peak_is_the_host_cpu_peak():
+    spec = CustomAsicAdapter().discover_devices()[0]
+    if not spec.capabilities.details["host_addressable"]:
+        pytest.skip("this runtime's memory is not host addressable")
+    host = CpuAdapter().discover_devices()[0].capabilities
+    assert spec.capabilities.peak_tflops == host.peak_tflops
+    assert "host CPU" in spec.capabilities.details["peak_source"]
