@@ -48,6 +48,13 @@ class HardwareVendor(str, enum.Enum):
     APPLE = "apple"
     OPENCL = "opencl"
 
+    def __str__(self) -> str:
+        # f"{vendor}" reads "nvidia", not "HardwareVendor.NVIDIA" (Python 3.11+ str enums).
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
     @classmethod
     def parse(cls, value: Union[str, "HardwareVendor"]) -> "HardwareVendor":
         """Return the vendor named by ``value`` (case-insensitive).

@@ -1,0 +1,257 @@
+"""``HardwareAdapter``: the device-selection entry point of ``kernel_pytorch.distributed_scale``.
+
+Two modes:
+
+* HAL mode (``HardwareAdapter(enable_hal=True)``): devices of every vendor come
+  from a :class:`~kernel_pytorch.hardware_abstraction.HardwareAbstractionLayer`,
+  discovered once and cached. Selection reads the cached figures, so
+  :meth:`HardwareAdapter.get_optimal_device_hal` costs microseconds; call
+  :meth:`HardwareAdapter.refresh` to re-read live free memory.
+* Legacy mode (``HardwareAdapter()``): only
+  :meth:`HardwareAdapter.get_optimal_device_placement` is offered, answered
+  from torch's own device APIs without the HAL. Calling a HAL method in legacy
+  mode raises ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ..hardware_abstraction.hal_core import BYTES_PER_GB, DeviceSpec, HardwareAbstractionLayer
+from ..hardware_abstraction.placement import (
+    MeshDescription,
+    StageAssignment,
+    WorkerAssignment,
+    device_mesh_description,
+    place_model_stages,
+    place_workload,
+)
+from ..hardware_abstraction.selection import SelectionVerdict, VendorLike, explain_selection, select_device
+
+__all__ = ["HardwareAdapter", "LEGACY_DEVICE_TYPE_ORDER"]
+
+#: Accelerator types legacy placement ranks, best first; the CPU always comes last.
+LEGACY_DEVICE_TYPE_ORDER: Tuple[str, ...] = ("cuda", "xpu", "mps", "my_asic")
+
+_HAL_DISABLED = "HAL is disabled; construct HardwareAdapter(enable_hal=True)"
+
+
+def _host_available_bytes() -> int:
+    """Memory the host can give a new allocation without swapping, in bytes.
+
+    Linux's MemAvailable counts reclaimable page cache; other systems fall back
+    to free physical pages.
+    """
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _torch_free_bytes_by_device() -> List[Tuple[torch.device, int]]:
+    """(device, free bytes) for every accelerator torch itself can see, in legacy order."""
+    found: List[Tuple[torch.device, int]] = []
+    for device_type in LEGACY_DEVICE_TYPE_ORDER:
+        if device_type == "mps":
+            if torch.backends.mps.is_available():
+                free = torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory()
+                found.append((torch.device("mps"), int(free)))
+            continue
+        module = getattr(torch, device_type, None)
+        if module is None or not module.is_available():
+            continue
+        for index in range(module.device_count()):
+            if hasattr(module, "mem_get_info"):
+                free, _total = module.mem_get_info(index)
+            else:
+                free = module.get_device_properties(index).total_memory
+            found.append((torch.device(device_type, index), int(free)))
+    return found
+
+
+class HardwareAdapter:
+    """Pick devices for a job, across vendors (HAL mode) or from torch alone (legacy mode).
+
+    Args:
+        enable_hal: use the Hardware Abstraction Layer. Off by default so code
+            written against the legacy adapter keeps its behaviour.
+        hal: the HAL to use in HAL mode; None builds one with every built-in
+            vendor adapter. Passing a HAL with ``enable_hal=False`` is an error.
+    """
+
+    def __init__(self, enable_hal: bool = False, hal: Optional[HardwareAbstractionLayer] = None) -> None:
+        if hal is not None and not enable_hal:
+            raise ValueError("a HardwareAbstractionLayer was passed with enable_hal=False; pass enable_hal=True to use it")
+        self._enable_hal = bool(enable_hal)
+        self._hal: Optional[HardwareAbstractionLayer] = None
+        if self._enable_hal:
+            self._hal = hal if hal is not None else HardwareAbstractionLayer()
+
+    # ------------------------------------------------------------------ HAL mode
+
+    def is_hal_enabled(self) -> bool:
+        """True in HAL mode."""
+        return self._enable_hal
+
+    @property
+    def hal(self) -> HardwareAbstractionLayer:
+        """The HAL behind this adapter (HAL mode only)."""
+        if self._hal is None:
+            raise RuntimeError(_HAL_DISABLED)
+        return self._hal
+
+    @property
+    def devices(self) -> List[DeviceSpec]:
+        """Every device the HAL found (HAL mode; cached after the first access)."""
+        return self.hal.devices
+
+    def refresh(self) -> List[DeviceSpec]:
+        """Re-read live free memory of the known devices (HAL mode) and return them."""
+        return self.hal.refresh()
+
+    def get_optimal_device_hal(
+        self,
+        memory_requirement_gb: float,
+        compute_requirement_tflops: float,
+        preferred_vendors: Union[None, str, Iterable[VendorLike]] = None,
+        dtype: Union[str, torch.dtype] = "bf16",
+    ) -> Optional[DeviceSpec]:
+        """Best device with ``memory_requirement_gb`` GB (1e9 bytes) free and a dense
+        ``dtype`` peak of at least ``compute_requirement_tflops`` TFLOPS; None if none fits.
+
+        ``preferred_vendors`` (names such as ``'nvidia'``, ``'amd'``, ``'cuda'``)
+        restricts the search to those vendors, earlier ones winning. Rules:
+        :mod:`kernel_pytorch.hardware_abstraction.selection`. Reads cached
+        discovery; call :meth:`refresh` first for live free memory.
+        """
+        return select_device(self.devices, memory_requirement_gb, compute_requirement_tflops, dtype, preferred_vendors)
+
+    def explain_device_selection(
+        self,
+        memory_requirement_gb: float,
+        compute_requirement_tflops: float,
+        preferred_vendors: Union[None, str, Iterable[VendorLike]] = None,
+        dtype: Union[str, torch.dtype] = "bf16",
+    ) -> List[SelectionVerdict]:
+        """Per-device verdicts behind :meth:`get_optimal_device_hal`: ranked picks, then
+        rejected devices with every reason."""
+        return explain_selection(self.devices, memory_requirement_gb, compute_requirement_tflops, dtype, preferred_vendors)
+
+    def get_cross_vendor_capabilities(self) -> Dict[str, Any]:
+        """What the machine offers, across vendors.
+
+        Returns a dict with:
+
+        * ``cross_vendor_devices``: one dict per device (vendor, index, device,
+          name, architecture, memory in GB, peak TFLOPS per precision, ...).
+        * ``vendor_distribution``: vendor value -> number of devices.
+        * ``available_memory_gb`` / ``total_memory_gb``: sums over the devices
+          torch can use, GB (1e9 bytes). OpenCL devices are left out because
+          they usually describe memory already counted (the host's, or a GPU's
+          also seen through its vendor adapter).
+        * ``total_peak_tflops``: precision -> summed dense peak of those
+          devices, TFLOPS (TOPS for int8).
+        * ``unavailable_vendors``: vendor value -> why its adapter found nothing.
+        """
+        devices = self.devices
+        distribution: Dict[str, int] = {}
+        total_peak: Dict[str, float] = {}
+        available_gb = 0.0
+        total_gb = 0.0
+        rows = []
+        for spec in devices:
+            caps = spec.capabilities
+            distribution[spec.vendor.value] = distribution.get(spec.vendor.value, 0) + 1
+            rows.append(
+                {
+                    "vendor": spec.vendor.value,
+                    "index": spec.index,
+                    "device": str(spec.device),
+                    "name": spec.name,
+                    "architecture": caps.architecture,
+                    "compute_capability": caps.compute_capability,
+                    "memory_total_gb": caps.memory_total_gb,
+                    "memory_free_gb": caps.memory_free_gb,
+                    "compute_units": caps.compute_units,
+                    "clock_mhz": caps.clock_mhz,
+                    "peak_tflops": dict(caps.peak_tflops),
+                    "supported_dtypes": list(caps.supported_dtypes),
+                    "torch_usable": spec.torch_usable,
+                }
+            )
+            if not spec.torch_usable:
+                continue
+            available_gb += caps.memory_free_gb
+            total_gb += caps.memory_total_gb
+            for key, tflops in caps.peak_tflops.items():
+                total_peak[key] = total_peak.get(key, 0.0) + tflops
+        return {
+            "cross_vendor_devices": rows,
+            "vendor_distribution": distribution,
+            "available_memory_gb": available_gb,
+            "total_memory_gb": total_gb,
+            "total_peak_tflops": total_peak,
+            "unavailable_vendors": {vendor.value: reason for vendor, reason in self.hal.unavailable_vendors().items()},
+        }
+
+    def place_workload(
+        self, num_workers: int, dtype: Union[str, torch.dtype] = "bf16", memory_per_worker_gb: Optional[float] = None
+    ) -> List[WorkerAssignment]:
+        """:func:`~kernel_pytorch.hardware_abstraction.placement.place_workload` over this adapter's devices."""
+        return place_workload(self.devices, num_workers, dtype, memory_per_worker_gb)
+
+    def place_model_stages(
+        self, stage_memory_gb: Sequence[float], dtype: Union[str, torch.dtype] = "bf16"
+    ) -> List[StageAssignment]:
+        """:func:`~kernel_pytorch.hardware_abstraction.placement.place_model_stages` over this adapter's devices."""
+        return place_model_stages(self.devices, stage_memory_gb, dtype)
+
+    def device_mesh_description(self, mesh_dim_names: Tuple[str, ...] = ("data_parallel",)) -> List[MeshDescription]:
+        """:func:`~kernel_pytorch.hardware_abstraction.placement.device_mesh_description` over this adapter's devices."""
+        return device_mesh_description(self.devices, mesh_dim_names)
+
+    # ------------------------------------------------------------------ legacy mode
+
+    def get_optimal_device_placement(self, memory_gb: float, compute_tflops: float = 0.0) -> List[torch.device]:
+        """Legacy contract: the torch devices with ``memory_gb`` GB (1e9 bytes) free, best first.
+
+        Works in both modes and never uses the HAL or a vendor library: free
+        memory comes from torch (``torch.<type>.mem_get_info``; total memory
+        where a backend lacks it; ``torch.mps.recommended_max_memory`` minus
+        what the MPS driver holds) and, for the CPU, from the OS
+        (``MemAvailable``).
+
+        Order: accelerator types in :data:`LEGACY_DEVICE_TYPE_ORDER` (cuda,
+        xpu, mps, my_asic), within a type most free memory first, then
+        ``torch.device("cpu")`` last. An empty list means nothing has enough
+        free memory.
+
+        ``compute_tflops`` must be >= 0 but is not checked: torch reports no
+        peak throughput. Use :meth:`get_optimal_device_hal` (HAL mode) for
+        compute- and dtype-aware selection.
+
+        Note that querying free memory initialises the accelerator runtimes
+        torch sees (e.g. creates a CUDA context), as ``torch.cuda.mem_get_info``
+        does.
+        """
+        for name, value in (("memory_gb", memory_gb), ("compute_tflops", compute_tflops)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        required_bytes = memory_gb * BYTES_PER_GB
+        accelerators = _torch_free_bytes_by_device()
+        type_rank = {device_type: rank for rank, device_type in enumerate(LEGACY_DEVICE_TYPE_ORDER)}
+        accelerators.sort(key=lambda item: (type_rank[item[0].type], -item[1], item[0].index or 0))
+        chosen = [device for device, free in accelerators if free >= required_bytes]
+        if _host_available_bytes() >= required_bytes:
+            chosen.append(torch.device("cpu"))
+        return chosen
+
+    def __repr__(self) -> str:
+        return f"HardwareAdapter(enable_hal={self._enable_hal})"

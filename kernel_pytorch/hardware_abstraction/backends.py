@@ -1,0 +1,382 @@
+"""Backend-level device API on top of the HAL: which torch backend to run on, with fallback.
+
+A *backend* is a torch device type plus the vendor behind it (``cuda`` for
+NVIDIA, ``rocm`` for AMD, which torch also addresses as ``cuda``, ``xpu``,
+``mps``, ``custom`` for kernel_pytorch's ``my_asic``, ``opencl``, ``cpu``).
+Everything here reads the devices a :class:`HardwareAbstractionLayer`
+discovered; the only extra checks are torch-level ones (is this torch build
+able to use the devices the vendor library found?), so e.g. an NVIDIA GPU
+seen through NVML under a CPU-only torch build is reported, but not offered.
+
+Fallback order (:data:`BACKEND_PRIORITY`): CUDA, ROCm, XPU, MPS, Custom,
+OpenCL, CPU. OpenCL devices are listed for information but torch cannot hold
+tensors on them, so :func:`init_backend` always skips them.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import sys
+from dataclasses import dataclass, field
+from typing import List, Optional, TextIO, Tuple, Union
+
+import torch
+
+from .hal_core import BYTES_PER_GB, DeviceSpec, HardwareAbstractionLayer, HardwareVendor
+
+__all__ = [
+    "BackendPreference",
+    "BACKEND_PRIORITY",
+    "BackendInfo",
+    "BackendSelection",
+    "InsufficientDeviceMemoryError",
+    "discover_backends",
+    "best_available_backend",
+    "format_backend_summary",
+    "print_backend_summary",
+    "select_backend",
+    "init_backend",
+    "init_backend_with_memory_check",
+]
+
+logger = logging.getLogger(__name__)
+
+_GIB = 1024**3
+
+
+class BackendPreference(str, enum.Enum):
+    """Which backend a script asks for; AUTO takes the best available one."""
+
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"
+    ROCM = "rocm"
+    XPU = "xpu"
+    MPS = "mps"
+    OPENCL = "opencl"
+    CUSTOM = "custom"
+
+    @classmethod
+    def parse(cls, value: Union[str, "BackendPreference"]) -> "BackendPreference":
+        """Case-insensitive lookup by value or name; ``my_asic`` is accepted for CUSTOM."""
+        if isinstance(value, cls):
+            return value
+        key = str(value).strip().lower()
+        if key == "my_asic":
+            return cls.CUSTOM
+        for member in cls:
+            if key == member.value:
+                return member
+        raise ValueError(
+            f"unknown backend {value!r}; use one of: {', '.join(m.value for m in cls)} (or my_asic)"
+        )
+
+    @property
+    def vendor(self) -> HardwareVendor:
+        """The HAL vendor whose devices make up this backend (not defined for AUTO)."""
+        if self is BackendPreference.AUTO:
+            raise ValueError("BackendPreference.AUTO stands for every backend; it has no single vendor")
+        return _BACKEND_VENDOR[self]
+
+
+_BACKEND_VENDOR = {
+    BackendPreference.CUDA: HardwareVendor.NVIDIA,
+    BackendPreference.ROCM: HardwareVendor.AMD,
+    BackendPreference.XPU: HardwareVendor.INTEL,
+    BackendPreference.MPS: HardwareVendor.APPLE,
+    BackendPreference.CUSTOM: HardwareVendor.CUSTOM_ASIC,
+    BackendPreference.OPENCL: HardwareVendor.OPENCL,
+    BackendPreference.CPU: HardwareVendor.CPU,
+}
+
+#: Order AUTO tries backends in, and the order explicit preferences fall back in.
+BACKEND_PRIORITY: Tuple[BackendPreference, ...] = (
+    BackendPreference.CUDA,
+    BackendPreference.ROCM,
+    BackendPreference.XPU,
+    BackendPreference.MPS,
+    BackendPreference.CUSTOM,
+    BackendPreference.OPENCL,
+    BackendPreference.CPU,
+)
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One backend as found on this machine.
+
+    ``available`` means torch can run on at least one of ``devices`` now;
+    otherwise ``reason`` says why not (library missing, no device, torch build
+    without that backend, ...). ``devices`` lists what the HAL found even when
+    torch cannot use it.
+    """
+
+    name: BackendPreference
+    available: bool
+    reason: Optional[str]
+    devices: Tuple[DeviceSpec, ...] = ()
+
+    @property
+    def best_device(self) -> Optional[DeviceSpec]:
+        """The device with the most free memory (lowest index on ties); None without devices."""
+        if not self.devices:
+            return None
+        return min(self.devices, key=lambda spec: (-spec.capabilities.memory_free_gb, spec.index))
+
+    @property
+    def torch_device(self) -> Optional[torch.device]:
+        """``best_device.device`` when the backend is available, else None."""
+        best = self.best_device
+        return best.device if self.available and best is not None else None
+
+
+@dataclass(frozen=True)
+class BackendSelection:
+    """What :func:`select_backend` chose and which backends it passed over, with why."""
+
+    backend: BackendInfo
+    device: torch.device
+    requested: BackendPreference
+    skipped: Tuple[Tuple[BackendPreference, str], ...] = field(default_factory=tuple)
+
+    @property
+    def fell_back(self) -> bool:
+        """True when an explicit preference could not be honoured."""
+        return self.requested is not BackendPreference.AUTO and self.backend.name is not self.requested
+
+
+class InsufficientDeviceMemoryError(RuntimeError):
+    """No candidate device has the free memory a job needs; carries the shortfall in bytes."""
+
+    def __init__(self, message: str, required_bytes: int, best_free_bytes: int) -> None:
+        super().__init__(message)
+        self.required_bytes = required_bytes
+        self.best_free_bytes = best_free_bytes
+        self.shortfall_bytes = required_bytes - best_free_bytes
+
+
+_shared_hal: Optional[HardwareAbstractionLayer] = None
+
+
+def _resolve_hal(hal: Optional[HardwareAbstractionLayer]) -> HardwareAbstractionLayer:
+    """The caller's HAL, or one process-wide HAL so repeated calls reuse its cached discovery."""
+    global _shared_hal
+    if hal is not None:
+        return hal
+    if _shared_hal is None:
+        _shared_hal = HardwareAbstractionLayer()
+    return _shared_hal
+
+
+def _torch_support_missing(backend: BackendPreference) -> Optional[str]:
+    """Why this torch build cannot run on the backend's devices, or None if it can.
+
+    Called only for backends whose devices the HAL found, so a machine without
+    (say) a GPU never probes the CUDA runtime here.
+    """
+    if backend is BackendPreference.CPU:
+        return None
+    if backend is BackendPreference.OPENCL:
+        return "torch has no OpenCL backend; OpenCL devices cannot hold torch tensors"
+    if backend is BackendPreference.CUDA:
+        if torch.version.cuda is None:
+            return f"this torch build ({torch.__version__}) has no CUDA support"
+        return None if torch.cuda.is_available() else "torch.cuda.is_available() is False"
+    if backend is BackendPreference.ROCM:
+        if torch.version.hip is None:
+            return f"this torch build ({torch.__version__}) has no ROCm support"
+        return None if torch.cuda.is_available() else "torch.cuda.is_available() is False (ROCm)"
+    if backend is BackendPreference.XPU:
+        xpu = getattr(torch, "xpu", None)
+        return None if xpu is not None and xpu.is_available() else "torch.xpu.is_available() is False"
+    if backend is BackendPreference.MPS:
+        return None if torch.backends.mps.is_available() else "torch.backends.mps.is_available() is False"
+    if backend is BackendPreference.CUSTOM:
+        my_asic = getattr(torch, "my_asic", None)
+        if my_asic is None:
+            return "kernel_pytorch my_asic extension not built/registered"
+        return None if my_asic.is_available() else "torch.my_asic.is_available() is False"
+    raise ValueError(f"no torch support check for backend {backend!r}")
+
+
+def discover_backends(hal: Optional[HardwareAbstractionLayer] = None) -> List[BackendInfo]:
+    """Every backend in :data:`BACKEND_PRIORITY` order, available or not, with reasons.
+
+    Args:
+        hal: the HAL to read; None uses one process-wide HAL (discovered once).
+    """
+    hal = _resolve_hal(hal)
+    by_vendor = hal.devices_by_vendor()
+    unavailable = hal.unavailable_vendors()
+    adapter_vendors = {adapter.vendor for adapter in hal.adapters}
+    infos = []
+    for backend in BACKEND_PRIORITY:
+        vendor = backend.vendor
+        devices = tuple(by_vendor.get(vendor, ()))
+        if not devices:
+            if vendor in unavailable:
+                reason = unavailable[vendor]
+            elif vendor not in adapter_vendors:
+                reason = f"no {vendor.value} adapter in this HardwareAbstractionLayer"
+            else:
+                reason = f"no {vendor.value} devices found"
+            infos.append(BackendInfo(backend, False, reason, ()))
+            continue
+        missing = _torch_support_missing(backend)
+        infos.append(BackendInfo(backend, missing is None, missing, devices))
+    return infos
+
+
+def best_available_backend(hal: Optional[HardwareAbstractionLayer] = None) -> BackendInfo:
+    """The first available backend in priority order (CPU when nothing else is).
+
+    Raises:
+        RuntimeError: no backend is available at all (only possible with a HAL
+            built without the CPU adapter).
+    """
+    for info in discover_backends(hal):
+        if info.available:
+            return info
+    raise RuntimeError(
+        "no backend is available; construct the HardwareAbstractionLayer with a CpuAdapter "
+        "(the default adapters include one)"
+    )
+
+
+def format_backend_summary(hal: Optional[HardwareAbstractionLayer] = None) -> str:
+    """The text :func:`print_backend_summary` prints."""
+    infos = discover_backends(hal)
+    lines = ["Backends (priority order):"]
+    for info in infos:
+        mark = "\u2713" if info.available else "\u2717"
+        suffix = f"{len(info.devices)} device(s)" if info.available else info.reason
+        lines.append(f"  {mark} {info.name.value:<7} {suffix}")
+        for spec in info.devices:
+            caps = spec.capabilities
+            where = str(spec.device) if spec.torch_usable else f"{spec.vendor.value}:{spec.index}"
+            lines.append(
+                f"      {where:<10} {spec.name}: {caps.memory_total_gb:.1f} GB total, "
+                f"{caps.memory_free_gb:.1f} GB free"
+            )
+    recommended = next((info for info in infos if info.available), None)
+    if recommended is None:
+        lines.append("Recommended backend: none available")
+    else:
+        lines.append(f"Recommended backend: {recommended.name.value} ({recommended.torch_device})")
+    return "\n".join(lines)
+
+
+def print_backend_summary(hal: Optional[HardwareAbstractionLayer] = None, file: Optional[TextIO] = None) -> None:
+    """Print each backend with ✓/✗ (and the reason for ✗), its devices with total/free
+    memory (GB = 1e9 bytes), and the recommended backend."""
+    print(format_backend_summary(hal), file=file if file is not None else sys.stdout)
+
+
+def _candidate_order(preference: BackendPreference, strict: bool) -> List[BackendPreference]:
+    if preference is BackendPreference.AUTO:
+        return list(BACKEND_PRIORITY)
+    if strict:
+        return [preference]
+    return [preference] + [backend for backend in BACKEND_PRIORITY if backend is not preference]
+
+
+def select_backend(
+    preference: Union[str, BackendPreference] = BackendPreference.AUTO,
+    hal: Optional[HardwareAbstractionLayer] = None,
+    strict: bool = False,
+) -> BackendSelection:
+    """Choose a backend and device, recording why each earlier candidate was skipped.
+
+    AUTO tries :data:`BACKEND_PRIORITY` in order. An explicit preference is
+    tried first, then the others in priority order, unless ``strict``.
+
+    Raises:
+        RuntimeError: nothing usable (with ``strict``: the preferred backend is
+            not usable); the message carries the reasons.
+    """
+    preference = BackendPreference.parse(preference)
+    infos = {info.name: info for info in discover_backends(hal)}
+    skipped: List[Tuple[BackendPreference, str]] = []
+    for backend in _candidate_order(preference, strict):
+        info = infos[backend]
+        if info.available:
+            selection = BackendSelection(info, info.torch_device, preference, tuple(skipped))
+            if selection.fell_back:
+                logger.warning("backend %s unavailable, falling back to %s", preference.value, backend.value)
+            return selection
+        logger.info("skipping backend %s: %s", backend.value, info.reason)
+        skipped.append((backend, info.reason))
+    detail = "; ".join(f"{backend.value}: {reason}" for backend, reason in skipped)
+    if strict:
+        raise RuntimeError(f"backend {preference.value} is not available ({detail}); pass strict=False to fall back")
+    raise RuntimeError(f"no usable backend ({detail})")
+
+
+def init_backend(
+    preference: Union[str, BackendPreference] = BackendPreference.AUTO,
+    hal: Optional[HardwareAbstractionLayer] = None,
+    strict: bool = False,
+) -> torch.device:
+    """The torch.device to run on for ``preference``, with fallback (see :func:`select_backend`).
+
+    Within the chosen backend the device with the most free memory is returned.
+    Skipped backends are logged (INFO per skip, WARNING when an explicit
+    preference falls back).
+    """
+    return select_backend(preference, hal, strict).device
+
+
+def init_backend_with_memory_check(
+    preference: Union[str, BackendPreference],
+    required_bytes: int,
+    hal: Optional[HardwareAbstractionLayer] = None,
+    strict: bool = False,
+) -> torch.device:
+    """Like :func:`init_backend`, but only accept a device with ``required_bytes`` free.
+
+    Live free memory is re-read (``hal.refresh()``) first. Candidates are the
+    available backends in :func:`select_backend`'s order; within a backend the
+    device with the most free memory is tried.
+
+    Args:
+        required_bytes: bytes the job needs, e.g.
+            ``estimate_inference_memory(...).total_bytes``.
+
+    Raises:
+        InsufficientDeviceMemoryError: no candidate has enough free memory; the
+            message gives the shortfall in bytes and GiB.
+        RuntimeError: no candidate backend is usable at all.
+    """
+    if isinstance(required_bytes, bool) or not isinstance(required_bytes, int) or required_bytes < 0:
+        raise ValueError(f"required_bytes must be a non-negative int number of bytes, got {required_bytes!r}")
+    preference = BackendPreference.parse(preference)
+    hal = _resolve_hal(hal)
+    hal.refresh()
+    infos = {info.name: info for info in discover_backends(hal)}
+    best_seen: Optional[Tuple[int, DeviceSpec]] = None
+    reasons = []
+    for backend in _candidate_order(preference, strict):
+        info = infos[backend]
+        if not info.available:
+            reasons.append(f"{backend.value}: {info.reason}")
+            continue
+        spec = info.best_device
+        free_bytes = int(spec.capabilities.memory_free_gb * BYTES_PER_GB)
+        if free_bytes >= required_bytes:
+            return spec.device
+        reasons.append(f"{backend.value}: {spec.device} has {free_bytes} bytes free")
+        if best_seen is None or free_bytes > best_seen[0]:
+            best_seen = (free_bytes, spec)
+    if best_seen is None:
+        raise RuntimeError(f"no usable backend for {preference.value} ({'; '.join(reasons)})")
+    free_bytes, spec = best_seen
+    shortfall = required_bytes - free_bytes
+    raise InsufficientDeviceMemoryError(
+        f"need {required_bytes} bytes ({required_bytes / _GIB:.2f} GiB) free but the most free memory is "
+        f"{free_bytes} bytes ({free_bytes / _GIB:.2f} GiB) on {spec.device}: short by {shortfall} bytes "
+        f"({shortfall / _GIB:.2f} GiB). Tried {'; '.join(reasons)}. Use a smaller model, fewer bytes per "
+        f"parameter or a shorter max_seq_len, or free device memory",
+        required_bytes,
+        free_bytes,
+    )
