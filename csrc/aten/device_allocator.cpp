@@ -224,7 +224,7 @@ class Impl {
     const auto& api = rt();
     const auto& props = device_properties(device);
     const size_t limit = static_cast<size_t>(p.fraction * static_cast<double>(props.total_memory));
-    if (p.reserved + size > limit) {
+    if (p.fraction < 1.0 && p.reserved + size > limit) {
       // Cached blocks count against the cap: give them back and retry.
       release_cached(p, device);
       p.stats.num_alloc_retries += 1;

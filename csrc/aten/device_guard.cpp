@@ -10,6 +10,12 @@
 namespace kernel_pytorch {
 namespace {
 
+// torch.Stream("my_asic") passes a Device without an index; as in CUDA's guard,
+// that means the current device.
+c10::DeviceIndex index_or_current(c10::Device d) {
+  return d.has_index() ? d.index() : current_device();
+}
+
 struct MyAsicGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
@@ -44,19 +50,19 @@ struct MyAsicGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getStream(c10::Device d) const override {
-    return current_stream(d.index());
+    return current_stream(index_or_current(d));
   }
 
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return default_stream(d.index());
+    return default_stream(index_or_current(d));
   }
 
   c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
-    return stream_from_pool(d.index(), priority);
+    return stream_from_pool(index_or_current(d), priority);
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {
-    return stream_from_pool(d.index(), isHighPriority ? -1 : 0);
+    return stream_from_pool(index_or_current(d), isHighPriority ? -1 : 0);
   }
 
   c10::Stream exchangeStream(c10::Stream s) const override {

@@ -39,25 +39,27 @@ class Stream(torch.Stream):
         return f"<torch.my_asic.Stream device=my_asic:{self.device_index} stream_id={self.stream_id}>"
 
 
-class Event(torch.Event):
-    """A marker in a stream; records completion time when ``enable_timing``."""
+class _EventMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device.type == "my_asic"
+
+
+class Event(metaclass=_EventMeta):
+    """A marker in a stream; records completion time when ``enable_timing``.
+
+    Creates a ``torch.Event`` on the current my_asic device, so it works
+    everywhere torch.Event does (``Stream.wait_event``, ``elapsed_time``);
+    ``isinstance(e, torch.my_asic.Event)`` holds for any my_asic event. (A
+    subclass would not do: torch.Event.elapsed_time rejects subclasses.)
+    """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         _lazy_init()
         if interprocess:
             raise ValueError("my_asic events cannot be shared between processes (interprocess=True)")
-        return super().__new__(cls, device="my_asic", enable_timing=enable_timing, blocking=blocking)
-
-    def record(self, stream: Optional[torch.Stream] = None) -> None:
-        """Records the event on ``stream`` (default: the current stream)."""
-        super().record(current_stream() if stream is None else stream)
-
-    def wait(self, stream: Optional[torch.Stream] = None) -> None:
-        """Makes ``stream`` (default: current) wait for this event."""
-        super().wait(current_stream() if stream is None else stream)
-
-    def __repr__(self):
-        return f"<torch.my_asic.Event {self.event_id:#x}>" if hasattr(self, "event_id") else "<torch.my_asic.Event>"
+        return torch.Event(
+            device=torch.device("my_asic", _C._get_device()), enable_timing=enable_timing, blocking=blocking
+        )
 
 
 def _wrap(triple) -> Stream:

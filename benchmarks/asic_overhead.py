@@ -1,0 +1,97 @@
+"""What my_asic costs over plain CPU, measured side by side in one run.
+
+The reference device is a simulator whose memory is host memory, so the
+honest comparison is against the same work on the CPU: the ratio is the
+overhead of the PrivateUse1 glue (dispatch, host views, the runtime's
+streams), not a speed claim about hardware.
+
+    python benchmarks/asic_overhead.py [--quick]
+
+Prints one row per measurement with the median time of each side, the ratio
+my_asic / CPU (for bandwidth: my_asic / CPU, higher is better) and the goal.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import kernel_pytorch  # noqa: F401  (registers my_asic)
+
+
+def median_seconds(fn, repeats: int, inner: int) -> float:
+    """Median over ``repeats`` of the mean time of ``inner`` calls, in seconds."""
+    fn()  # warm up: caches, allocator pools, lazy init
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+def interleaved(fn_cpu, fn_dev, repeats: int, inner: int, rounds: int = 3):
+    """Alternates the two sides so drift on a shared machine hits both."""
+    cpu, dev = [], []
+    for _ in range(rounds):
+        cpu.append(median_seconds(fn_cpu, repeats, inner))
+        dev.append(median_seconds(fn_dev, repeats, inner))
+    return min(cpu), min(dev)
+
+
+def row(name, cpu_s, dev_s, goal, higher_is_better=False, unit="time"):
+    if higher_is_better:
+        ratio = cpu_s / dev_s  # bandwidth ratio = (bytes/dev_s) / (bytes/cpu_s)
+        ok = ratio >= goal
+        goal_text = f">= {goal:.2f}x"
+    else:
+        ratio = dev_s / cpu_s
+        ok = ratio <= goal
+        goal_text = f"<= {goal:.2f}x"
+    print(f"{name:<44} {cpu_s * 1e6:>12.1f} {dev_s * 1e6:>12.1f} {ratio:>8.2f}x {goal_text:>9} {'PASS' if ok else 'MISS'}")
+    return ok
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats (CI smoke run)")
+    args = parser.parse_args()
+    quick = args.quick
+    torch.manual_seed(0)
+    dev = torch.device("my_asic")
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {torch.my_asic.get_device_name(0)}")
+    print(f"{'measurement':<44} {'cpu (us)':>12} {'my_asic (us)':>12} {'ratio':>9} {'goal':>9}")
+    results = []
+
+    a, b = torch.randn(16), torch.randn(16)
+    da, db = a.to(dev), b.to(dev)
+    cpu_s, dev_s = interleaved(lambda: a + b, lambda: da + db, repeats=15, inner=2000 if not quick else 300)
+    results.append(row("small op: add of 16 floats (latency)", cpu_s, dev_s, 1.3))
+
+    n = (1 << 24) if not quick else (1 << 20)
+    a, b = torch.randn(n), torch.randn(n)
+    da, db = a.to(dev), b.to(dev)
+    cpu_s, dev_s = interleaved(lambda: a * b, lambda: da * db, repeats=5, inner=5)
+    results.append(row(f"large elementwise: mul of {n >> 20}M floats", cpu_s, dev_s, 1.1))
+
+    m = 4096 if not quick else 512
+    x, y = torch.randn(m, m), torch.randn(m, m)
+    dx, dy = x.to(dev), y.to(dev)
+    cpu_s, dev_s = interleaved(lambda: x @ y, lambda: dx @ dy, repeats=3, inner=1, rounds=2)
+    results.append(row(f"large fallback op: matmul {m}x{m}", cpu_s, dev_s, 1.1))
+
+    nbytes = (256 << 20) if not quick else (16 << 20)
+    host = torch.randn(nbytes // 4)
+    on_dev = host.to(dev)
+    cpu_s, dev_s = interleaved(lambda: host.clone(), lambda: host.to(dev), repeats=5, inner=3)
+    results.append(row(f"host->device copy {nbytes >> 20} MiB (bandwidth vs clone)", cpu_s, dev_s, 0.8, True))
+    cpu_s, dev_s = interleaved(lambda: host.clone(), lambda: on_dev.cpu(), repeats=5, inner=3)
+    results.append(row(f"device->host copy {nbytes >> 20} MiB (bandwidth vs clone)", cpu_s, dev_s, 0.8, True))
+
+    print(f"{sum(results)} of {len(results)} goals met")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""register_custom_device: plugging a device runtime in through the kpdr ABI.
+
+Each test runs in a fresh interpreter: the runtime is chosen once per process.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY_RUNTIME_SOURCE = os.path.join(REPO, "tests", "runtime", "tiny_runtime", "tiny_runtime.c")
+
+BACKEND = """
+import torch, kernel_pytorch
+from kernel_pytorch.hardware_abstraction.hal_core import HardwareVendor
+from kernel_pytorch.hardware_abstraction.privateuse1_integration import (
+    CustomDeviceBackend, PrivateUse1Config, register_custom_device)
+
+class MyCustomBackend(CustomDeviceBackend):
+    def initialize_device(self, device_id: int) -> bool: return True
+    def get_device_count(self) -> int: return 4
+    def get_device_properties(self, device_id: int): return {"name": f"MyASIC-{device_id}", "memory": 32768}
+    def allocate_memory(self, size: int, device_id: int): pass
+    def copy_to_device(self, tensor, device_id: int): return tensor
+"""
+
+
+def run(code: str, env=None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, env=full_env
+    )
+
+
+def run_ok(code: str, env=None) -> str:
+    result = run(code, env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_issue_example_registers_four_devices_with_32768_mb_each():
+    out = run_ok(BACKEND + """
+backend = MyCustomBackend("my_asic", HardwareVendor.CUSTOM_ASIC)
+config = PrivateUse1Config(device_name="my_asic", vendor=HardwareVendor.CUSTOM_ASIC,
+                           backend_library="libmyasic.so", enable_autograd=True, enable_compilation=True)
+success = register_custom_device(backend, config)
+print(success, torch.my_asic.device_count(), torch.my_asic.get_device_name(2),
+      torch.my_asic.get_device_properties(3).total_memory)
+""")
+    assert out.split() == ["True", "4", "MyASIC-2", str(32768 * 2**20)]
+
+
+def test_registered_capacity_is_enforced():
+    out = run_ok(BACKEND + """
+class Small(MyCustomBackend):
+    def get_device_properties(self, device_id): return {"name": f"S-{device_id}", "memory": 64}
+register_custom_device(Small("my_asic"), PrivateUse1Config())
+ok = torch.empty(60 << 20, dtype=torch.uint8, device="my_asic:1")
+try:
+    torch.empty(8 << 20, dtype=torch.uint8, device="my_asic:1")
+    print("no error")
+except torch.OutOfMemoryError as e:
+    print("oom")
+""")
+    assert out.strip() == "oom"
+
+
+def test_registering_the_same_backend_twice_is_allowed():
+    out = run_ok(BACKEND + """
+b = MyCustomBackend("my_asic")
+print(register_custom_device(b, PrivateUse1Config()), register_custom_device(b, PrivateUse1Config()))
+""")
+    assert out.split() == ["True", "True"]
+
+
+def test_registration_after_the_device_was_initialised_raises():
+    result = run(BACKEND + """
+torch.ones(1, device="my_asic")
+register_custom_device(MyCustomBackend("my_asic"), PrivateUse1Config())
+""")
+    assert result.returncode != 0
+    assert "already initialised" in result.stderr and "before the first use" in result.stderr
+
+
+def test_a_different_device_name_after_privateuse1_was_renamed_raises():
+    result = run(BACKEND + """
+register_custom_device(MyCustomBackend("npu"), PrivateUse1Config(device_name="npu"))
+""")
+    assert result.returncode != 0
+    assert "PrivateUse1 is already registered as 'my_asic'" in result.stderr
+
+
+def test_missing_library_raises_file_not_found_with_the_fix():
+    result = run(BACKEND + """
+register_custom_device(MyCustomBackend("my_asic"), PrivateUse1Config(backend_library="/nonexistent/libchip.so"))
+""")
+    assert result.returncode != 0
+    assert "FileNotFoundError" in result.stderr and "does not exist" in result.stderr
+
+
+def test_library_without_the_abi_raises_value_error():
+    libc = "libm.so.6"
+    result = run(BACKEND + f"""
+register_custom_device(MyCustomBackend("my_asic"), PrivateUse1Config(backend_library={libc!r}))
+""")
+    assert result.returncode != 0
+    assert "not a kpdr device runtime" in result.stderr
+
+
+def test_device_stays_usable_after_a_failed_registration():
+    out = run_ok(BACKEND + """
+try:
+    register_custom_device(MyCustomBackend("my_asic"), PrivateUse1Config(backend_library="/nope/lib.so"))
+except FileNotFoundError:
+    pass
+print(torch.my_asic.device_count(), (torch.ones(3, device="my_asic") * 2).sum().item())
+""")
+    assert out.split() == ["2", "6.0"]
+
+
+def test_default_backend_methods_allocate_and_copy_on_the_device():
+    out = run_ok("""
+import torch, kernel_pytorch
+from kernel_pytorch.hardware_abstraction.privateuse1_integration import CustomDeviceBackend
+class Described(CustomDeviceBackend):
+    def initialize_device(self, i): return True
+    def get_device_count(self): return 2
+    def get_device_properties(self, i): return {"name": f"MyASIC-{i}", "memory": 16384}
+b = Described("my_asic")
+buf = b.allocate_memory(1024, 1)
+t = b.copy_to_device(torch.arange(3), 1)
+print(buf.device, buf.numel(), t.device, t.cpu().tolist())
+""")
+    assert out.split() == ["my_asic:1", "1024", "my_asic:1", "[0,", "1,", "2]"]
+
+
+@pytest.fixture(scope="module")
+def tiny_runtime(tmp_path_factory):
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the tiny runtime")
+    out = tmp_path_factory.mktemp("tiny") / "libtinychip.so"
+    subprocess.run(
+        [compiler, "-O2", "-shared", "-fPIC", "-I", os.path.join(REPO, "csrc", "runtime"),
+         TINY_RUNTIME_SOURCE, "-o", str(out)],
+        check=True,
+    )
+    return str(out)
+
+
+TINY_BACKEND = """
+import torch, kernel_pytorch
+from kernel_pytorch.hardware_abstraction.privateuse1_integration import (
+    CustomDeviceBackend, PrivateUse1Config, register_custom_device)
+class TinyBackend(CustomDeviceBackend):
+    def initialize_device(self, i): return True
+    def get_device_count(self): return 3
+    def get_device_properties(self, i): return {"name": f"TinyChip-{i}", "memory": 1024}
+"""
+
+
+def test_a_second_runtime_plugs_in_through_the_abi_alone(tiny_runtime):
+    out = run_ok(TINY_BACKEND + f"""
+register_custom_device(TinyBackend("my_asic"), PrivateUse1Config(backend_library={tiny_runtime!r}))
+names = [torch.my_asic.get_device_name(i) for i in range(torch.my_asic.device_count())]
+x = torch.arange(6.0).reshape(2, 3).to("my_asic:2")
+y = (x @ x.T).cpu()
+print(",".join(names), y.tolist() == (torch.arange(6.0).reshape(2, 3) @ torch.arange(6.0).reshape(2, 3).T).tolist())
+""")
+    assert out.split() == ["TinyChip-0,TinyChip-1,TinyChip-2", "True"]
+
+
+def test_runtime_that_disagrees_with_the_backend_is_reported(tiny_runtime):
+    result = run(TINY_BACKEND + f"""
+class Wrong(TinyBackend):
+    def get_device_count(self): return 5
+register_custom_device(Wrong("my_asic"), PrivateUse1Config(backend_library={tiny_runtime!r}))
+""")
+    assert result.returncode != 0
+    assert "reports 3 device(s) but Wrong describes 5" in result.stderr
