@@ -1,8 +1,13 @@
 """Names PrivateUse1 ``my_asic`` and installs ``torch.my_asic`` (idempotent)."""
 
+import logging
 import os
+import warnings
+from typing import Optional
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 DEVICE_NAME = "my_asic"
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,10 +30,58 @@ def claim_privateuse1(name: str = DEVICE_NAME) -> None:
     torch.utils.rename_privateuse1_backend(name)
 
 
-def register_device() -> None:
-    """Makes my_asic a full torch device: name, module, Tensor/Module methods."""
+def other_accelerator() -> Optional[str]:
+    """The accelerator torch would use if my_asic were not registered, or None.
+
+    Naming PrivateUse1 makes it torch's current accelerator
+    (torch.accelerator), and PyTorch's autograd engine then mishandles the
+    streams of CUDA tensors ("opt_ready_stream && opt_parent_stream" assert,
+    pytorch issue 161129). So my_asic must not take over silently where a real
+    accelerator is present.
+    """
+    if torch._C._get_privateuse1_backend_name() != "privateuseone":
+        return None  # PrivateUse1 already named: the accelerator is settled
+    try:
+        device_type = torch.accelerator.current_accelerator(check_available=True)
+    except TypeError:  # torch without check_available
+        device_type = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    return None if device_type is None else device_type.type
+
+
+def register_device(force: bool = False) -> bool:
+    """Makes my_asic a full torch device: name, module, Tensor/Module methods.
+
+    Automatic registration (``import kernel_pytorch``, torch's backend autoload)
+    steps aside when another accelerator is available, so CUDA/XPU training in
+    the same environment keeps working; ``MY_ASIC_ENABLE=1``, ``force=True`` or
+    register_custom_device() registers anyway (with a warning), and
+    ``MY_ASIC_ENABLE=0`` never registers automatically.
+
+    Returns:
+        True when my_asic is registered after the call.
+    """
     from kernel_pytorch import _C, asic
 
+    if not force:
+        setting = os.environ.get("MY_ASIC_ENABLE", "")
+        if setting == "0":
+            return False
+        if setting != "1":
+            other = other_accelerator()
+            if other is not None:
+                logger.info(
+                    "my_asic not registered: torch already has the '%s' accelerator. Set MY_ASIC_ENABLE=1 "
+                    "or call kernel_pytorch.enable_my_asic() to use my_asic beside it.", other)
+                return False
+    other = other_accelerator()
+    if other is not None:
+        warnings.warn(
+            f"my_asic becomes torch's current accelerator instead of '{other}'. PyTorch's autograd "
+            f"engine then fails on {other} tensors (pytorch issue 161129): use {other} and my_asic in "
+            f"separate processes.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     claim_privateuse1(DEVICE_NAME)
     if not hasattr(torch, DEVICE_NAME):
         torch._register_device_module(DEVICE_NAME, asic)
@@ -39,3 +92,4 @@ def register_device() -> None:
     if not _C._runtime_library():
         # The default runtime; register_custom_device may still replace it.
         _C._set_runtime(os.environ.get("MY_ASIC_RUNTIME", BUNDLED_RUNTIME), "")
+    return True

@@ -277,7 +277,7 @@ def register_custom_device(backend: CustomDeviceBackend, config: PrivateUse1Conf
         if not backend.initialize_device(i):
             raise RuntimeError(f"{type(backend).__name__}.initialize_device({i}) returned False")
     _C._set_runtime(path, option_string)
-    register_device()
+    register_device(force=True)
     torch.my_asic.init()
     _check_runtime_matches(backend, count, options["names"].split(","))
     _registered = RegisteredBackend(backend=backend, config=config, library_path=path, options=option_string)

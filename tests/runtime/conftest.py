@@ -14,12 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kpdr_ctypes import SUCCESS, KpdrLibrary
+from kpdr_ctypes import REPO_ROOT, RUNTIME_INCLUDE_DIR, SUCCESS, TINY_RUNTIME_SOURCE, KpdrLibrary
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_INCLUDE_DIR = REPO_ROOT / "csrc" / "runtime"
 MYASIC_SOURCE_DIR = RUNTIME_INCLUDE_DIR / "myasic"
-TINY_RUNTIME_SOURCE = Path(__file__).resolve().parent / "tiny_runtime" / "tiny_runtime.c"
 MYASIC_ENVIRONMENT_VARIABLES = (
     "MYASIC_DEVICE_COUNT",
     "MYASIC_MEMORY_MB",

@@ -10,7 +10,10 @@ import ctypes
 import re
 from pathlib import Path
 
-KPDR_HEADER = Path(__file__).resolve().parents[2] / "csrc" / "runtime" / "kpdr.h"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUNTIME_INCLUDE_DIR = REPO_ROOT / "csrc" / "runtime"
+KPDR_HEADER = RUNTIME_INCLUDE_DIR / "kpdr.h"
+TINY_RUNTIME_SOURCE = Path(__file__).resolve().parent / "tiny_runtime" / "tiny_runtime.c"
 
 # kpdrError_t
 SUCCESS = 0

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import RUNTIME_INCLUDE_DIR, TINY_RUNTIME_SOURCE
+from kpdr_ctypes import RUNTIME_INCLUDE_DIR, TINY_RUNTIME_SOURCE
 from kpdr_ctypes import (
     ERROR_ALREADY_INITIALIZED,
     ERROR_INVALID_DEVICE,
