@@ -31,6 +31,8 @@ class MyCustomBackend(CustomDeviceBackend):
 
 def run(code: str, env=None) -> subprocess.CompletedProcess:
     full_env = dict(os.environ)
+    # These tests are about the device itself: register it even beside a GPU.
+    full_env.setdefault("MY_ASIC_ENABLE", "1")
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, env=full_env
