@@ -38,7 +38,10 @@ class BuildWithRuntime(BuildExtension):
         target = os.path.join(out_dir, "libmyasic.so")
         cxx = os.environ.get("CXX", "c++")
         cmd = [
-            cxx, "-O2", "-std=c++17", "-fPIC", "-shared", "-pthread", "-fvisibility=hidden",
+            cxx, "-O2", "-std=c++17", "-fPIC", "-shared", "-pthread",
+            "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+            # Export exactly the kpdr ABI, whatever else the toolchain makes visible.
+            "-Wl,--version-script=" + os.path.join(ROOT, "csrc", "runtime", "myasic", "exports.map"),
             "-I", os.path.join(ROOT, "csrc", "runtime"),
             *[os.path.join(ROOT, s) for s in RUNTIME_SOURCES],
             "-o", target,

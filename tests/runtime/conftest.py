@@ -35,6 +35,7 @@ def compile_myasic(output_path):
     command = [
         compiler, "-O2", "-std=c++17", "-fPIC", "-shared", "-pthread",
         "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+        f"-Wl,--version-script={MYASIC_SOURCE_DIR / 'exports.map'}",
         f"-I{RUNTIME_INCLUDE_DIR}", *sorted(str(p) for p in MYASIC_SOURCE_DIR.glob("*.cpp")),
         "-o", str(output_path),
     ]  # fmt: skip
