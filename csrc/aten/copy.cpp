@@ -31,10 +31,6 @@ bool same_bytes_layout(const at::Tensor& a, const at::Tensor& b) {
       a.is_non_overlapping_and_dense() && !a.is_conj() && !b.is_conj() && !a.is_neg() && !b.is_neg();
 }
 
-void memcpy_on(void* dst, const void* src, size_t n, kpdrMemcpyKind kind, const c10::Stream& stream) {
-  KPDR_CHECK(rt().MemcpyAsync(dst, src, n, kind, native_stream(stream)));
-}
-
 // Elements between t's first and last element, in storage order.
 int64_t spanned_elements(const at::Tensor& t) {
   int64_t n = 1;
@@ -52,7 +48,7 @@ int64_t spanned_elements(const at::Tensor& t) {
 at::Tensor host_copy_spanned(const at::Tensor& t) {
   auto buffer = at::empty({spanned_elements(t)}, t.options().device(c10::kCPU));
   const auto stream = current_stream(t.device().index());
-  memcpy_on(buffer.mutable_data_ptr(), t.const_data_ptr(), buffer.numel() * t.element_size(),
+  memcpy_async(buffer.mutable_data_ptr(), t.const_data_ptr(), buffer.numel() * t.element_size(),
             KPDR_MEMCPY_DEVICE_TO_HOST, stream);
   synchronize_stream(stream);
   return buffer.as_strided(t.sizes(), t.strides(), 0);
@@ -70,7 +66,7 @@ void host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_block
     at::Tensor spanned = host_copy_spanned(dst);
     spanned.copy_(src);
     const auto stream = current_stream(d);
-    memcpy_on(dst.data_ptr(), spanned.const_data_ptr(), spanned_elements(dst) * dst.element_size(),
+    memcpy_async(dst.data_ptr(), spanned.const_data_ptr(), spanned_elements(dst) * dst.element_size(),
               KPDR_MEMCPY_HOST_TO_DEVICE, stream);
     synchronize_stream(stream);
     return;
@@ -81,7 +77,7 @@ void host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_block
     host.copy_(src);
   }
   const auto stream = current_stream(d);
-  memcpy_on(dst.data_ptr(), host.const_data_ptr(), span_bytes(dst), KPDR_MEMCPY_HOST_TO_DEVICE, stream);
+  memcpy_async(dst.data_ptr(), host.const_data_ptr(), span_bytes(dst), KPDR_MEMCPY_HOST_TO_DEVICE, stream);
   if (non_blocking && host.is_same(src) && is_pinned_ptr(host.const_data_ptr())) {
     // The pinned buffer must outlive the copy: tell the pinned allocator.
     host_allocator()->record_event(
@@ -106,7 +102,7 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_block
   at::Tensor host = direct ? dst
                            : at::empty_strided(src.sizes(), src.strides(), dst.options().dtype(src.dtype()));
   const auto stream = current_stream(d);
-  memcpy_on(host.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), KPDR_MEMCPY_DEVICE_TO_HOST, stream);
+  memcpy_async(host.mutable_data_ptr(), src.const_data_ptr(), span_bytes(src), KPDR_MEMCPY_DEVICE_TO_HOST, stream);
   if (direct && non_blocking && is_pinned_ptr(host.const_data_ptr())) {
     host_allocator()->record_event(
         host.storage().mutable_data(), host.storage().data_ptr().get_context(), stream);
@@ -124,7 +120,7 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blo
   if (sd == dd) {
     if (same_bytes_layout(src, dst)) {
       // Ordered on the stream like any device work; no host wait needed.
-      memcpy_on(dst.data_ptr(), src.const_data_ptr(), span_bytes(src), KPDR_MEMCPY_DEVICE_TO_DEVICE,
+      memcpy_async(dst.data_ptr(), src.const_data_ptr(), span_bytes(src), KPDR_MEMCPY_DEVICE_TO_DEVICE,
                 current_stream(sd));
       return;
     }
@@ -151,7 +147,7 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blo
   // source's stream, and wait for the copy (simple and always ordered).
   wait_current_stream(dd);
   const auto stream = current_stream(sd);
-  memcpy_on(dst.data_ptr(), src.const_data_ptr(), span_bytes(src), KPDR_MEMCPY_DEVICE_TO_DEVICE, stream);
+  memcpy_async(dst.data_ptr(), src.const_data_ptr(), span_bytes(src), KPDR_MEMCPY_DEVICE_TO_DEVICE, stream);
   synchronize_stream(stream);
 }
 
@@ -193,7 +189,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
   auto host = at::empty({}, self.options().device(c10::kCPU));
   const auto stream = current_stream(self.device().index());
-  memcpy_on(host.mutable_data_ptr(), self.const_data_ptr(), self.element_size(), KPDR_MEMCPY_DEVICE_TO_HOST, stream);
+  memcpy_async(host.mutable_data_ptr(), self.const_data_ptr(), self.element_size(), KPDR_MEMCPY_DEVICE_TO_HOST, stream);
   synchronize_stream(stream);
   return at::_local_scalar_dense(host);
 }

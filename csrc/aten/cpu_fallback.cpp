@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <deque>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -48,12 +49,13 @@ std::atomic<FallbackMode>& mode_slot() {
 
 struct OpCounter {
   std::string name;
-  int64_t count = 0;
-  bool warned = false;
+  std::atomic<int64_t> count{0};
+  std::atomic<bool> warned{false};
 };
 
 struct Stats {
   std::mutex mutex;
+  // Node-based: counters never move, so threads may cache pointers to them.
   std::unordered_map<const void*, OpCounter> by_op;
 };
 
@@ -62,23 +64,29 @@ Stats& stats() {
   return *s;
 }
 
+OpCounter& counter_for(const c10::OperatorHandle& op) {
+  // Per-thread cache: the global map's mutex is taken once per op and thread.
+  thread_local std::unordered_map<const void*, OpCounter*> cache;
+  const void* key = &op.schema();
+  auto hit = cache.find(key);
+  if (C10_LIKELY(hit != cache.end())) {
+    return *hit->second;
+  }
+  auto& s = stats();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  OpCounter& counter = s.by_op[key];
+  if (counter.name.empty()) {
+    const auto& n = op.operator_name();
+    counter.name = n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+  }
+  cache.emplace(key, &counter);
+  return counter;
+}
+
 void note_fallback(const c10::OperatorHandle& op) {
   const FallbackMode mode = mode_slot().load(std::memory_order_relaxed);
-  bool warn = false;
-  {
-    auto& s = stats();
-    std::lock_guard<std::mutex> lock(s.mutex);
-    auto& counter = s.by_op[&op.schema()];
-    if (counter.name.empty()) {
-      const auto& n = op.operator_name();
-      counter.name = n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
-    }
-    counter.count += 1;
-    if (mode == FallbackMode::kWarn && !counter.warned) {
-      counter.warned = true;
-      warn = true;
-    }
-  }
+  OpCounter& counter = counter_for(op);
+  counter.count.fetch_add(1, std::memory_order_relaxed);
   if (mode == FallbackMode::kRaise) {
     TORCH_CHECK_NOT_IMPLEMENTED(
         false, "my_asic has no native kernel for '", op.operator_name(),
@@ -86,7 +94,7 @@ void note_fallback(const c10::OperatorHandle& op) {
         "MY_ASIC_FALLBACK (or call kernel_pytorch.asic.set_fallback_mode('allow')) to "
         "allow it, or implement the op for my_asic.");
   }
-  if (warn) {
+  if (mode == FallbackMode::kWarn && !counter.warned.exchange(true)) {
     TORCH_WARN(
         "my_asic: '", op.operator_name(), "' has no native kernel and runs on the CPU "
         "fallback (warned once per op; MY_ASIC_FALLBACK=allow silences this).");
@@ -273,6 +281,33 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 } // namespace
 
+int64_t route_structured_ops_to_fallback() {
+  static int64_t routed = [] {
+    // Kept alive for the process: the registrations live as long as it does.
+    static auto* lib = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    auto& dispatcher = c10::Dispatcher::singleton();
+    int64_t n = 0;
+    for (const auto& name : dispatcher.getAllOpNamesForDispatchKey(
+             c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+      auto op = dispatcher.findOp(name);
+      if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+        continue; // no CPU kernel to run, or my_asic has its own
+      }
+      const std::string qualified =
+          name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+      // Library::impl keeps the name pointer: give it storage that outlives it.
+      static std::deque<std::string> names;
+      names.push_back(qualified.substr(qualified.find("::") + 2));
+      lib->impl(names.back().c_str(), torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
+      ++n;
+    }
+    return n;
+  }();
+  return routed;
+}
+
 void set_fallback_mode(FallbackMode mode) {
   mode_slot().store(mode);
 }
@@ -287,8 +322,9 @@ std::vector<std::pair<std::string, int64_t>> fallback_stats() {
   std::vector<std::pair<std::string, int64_t>> out;
   out.reserve(s.by_op.size());
   for (const auto& [key, counter] : s.by_op) {
-    if (counter.count > 0) {
-      out.emplace_back(counter.name, counter.count);
+    const int64_t count = counter.count.load();
+    if (count > 0) {
+      out.emplace_back(counter.name, count);
     }
   }
   return out;
@@ -298,7 +334,7 @@ void reset_fallback_stats() {
   auto& s = stats();
   std::lock_guard<std::mutex> lock(s.mutex);
   for (auto& [key, counter] : s.by_op) {
-    counter.count = 0;
+    counter.count.store(0);
   }
 }
 

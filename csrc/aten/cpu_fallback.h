@@ -17,4 +17,11 @@ FallbackMode fallback_mode();
 std::vector<std::pair<std::string, int64_t>> fallback_stats();
 void reset_fallback_stats();
 
+// Sends ops that would otherwise reach my_asic through a generic
+// "default backend" kernel (structured ops: add, mul, ... run their meta
+// function on the device tensors and then call the out= variant) straight to
+// the CPU fallback, so their CPU kernel runs once, in place. Idempotent;
+// returns the number of ops routed.
+int64_t route_structured_ops_to_fallback();
+
 } // namespace kernel_pytorch

@@ -321,7 +321,7 @@ c10::DeleterFnPtr MyAsicDeviceAllocator::raw_deleter() const {
 void MyAsicDeviceAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
   // Used by storage clones: an ordered device-to-device copy on the current stream.
   auto stream = current_stream(current_device());
-  KPDR_CHECK(rt().MemcpyAsync(dest, src, count, KPDR_MEMCPY_DEVICE_TO_DEVICE, native_stream(stream)));
+  memcpy_async(dest, src, count, KPDR_MEMCPY_DEVICE_TO_DEVICE, stream);
   synchronize_stream(stream);
 }
 
@@ -389,8 +389,7 @@ void resize_device_storage(c10::StorageImpl* storage, size_t nbytes) {
   const size_t keep = std::min(storage->nbytes(), nbytes);
   if (keep > 0) {
     auto stream = current_stream(device);
-    KPDR_CHECK(rt().MemcpyAsync(fresh.get(), storage->data(), keep, KPDR_MEMCPY_DEVICE_TO_DEVICE,
-                                native_stream(stream)));
+    memcpy_async(fresh.get(), storage->data(), keep, KPDR_MEMCPY_DEVICE_TO_DEVICE, stream);
     synchronize_stream(stream);
   }
   storage->set_data_ptr_noswap(std::move(fresh));

@@ -108,7 +108,7 @@ struct MyAsicGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (event == nullptr) {
       return; // never recorded: nothing to wait for
     }
-    KPDR_CHECK(rt().StreamWaitEvent(native_stream(stream), static_cast<kpdrEvent_t>(event)));
+    stream_wait_event(stream, static_cast<kpdrEvent_t>(event));
   }
 
   bool queryEvent(void* event) const override {

@@ -14,13 +14,16 @@ namespace {
 
 thread_local c10::DeviceIndex t_route_device = -1;
 
-// Context of a host alias's DataPtr: keeps the device storage alive.
-struct AliasContext {
-  c10::Storage device_storage;
-};
-
+// A host alias's DataPtr holds a reference on the device StorageImpl as its
+// context, keeping the device memory alive as long as the alias lives.
 void delete_alias_context(void* ctx) {
-  delete static_cast<AliasContext*>(ctx);
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(ctx));
+}
+
+c10::Storage storage_of_alias_context(void* ctx) {
+  auto* impl = static_cast<c10::StorageImpl*>(ctx);
+  c10::raw::intrusive_ptr::incref(impl);
+  return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim(impl));
 }
 
 class RoutingCpuAllocator final : public c10::Allocator {
@@ -76,7 +79,8 @@ at::Tensor wrap(c10::Storage storage, c10::DispatchKey key, const at::Tensor& li
 at::Tensor host_alias(const at::Tensor& device_tensor) {
   const c10::Storage& storage = device_tensor.storage();
   void* data = storage.mutable_data();
-  auto* ctx = new AliasContext{storage};
+  c10::StorageImpl* ctx = storage.unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(ctx);
   c10::DataPtr dp(data, ctx, &delete_alias_context, c10::Device(c10::DeviceType::CPU));
   auto alias_storage = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(dp),
@@ -94,7 +98,7 @@ c10::Storage DeviceAdopter::device_storage_for(const at::Tensor& cpu_result) {
   c10::Storage result;
   if (dp.get_deleter() == &delete_alias_context) {
     // A view of an input's host alias: the device storage itself.
-    result = static_cast<AliasContext*>(dp.get_context())->device_storage;
+    result = storage_of_alias_context(dp.get_context());
   } else if (dp.get_deleter() == device_allocator().raw_deleter()) {
     // Device memory handed out while routing: move it into a device storage.
     c10::DataPtr taken = impl->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));

@@ -76,6 +76,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_init", [] {
     rt();
     install_routing_cpu_allocator();
+    route_structured_ops_to_fallback();
   });
   m.def("_is_initialized", &runtime_initialized);
   m.def("_in_bad_fork", &in_bad_fork);

@@ -13,6 +13,9 @@ constexpr int kStreamsPerDevice = 1 + 2 * kStreamPoolSize;
 struct DeviceStreams {
   std::once_flag created;
   std::array<kpdrStream_t, kStreamsPerDevice> handles{};
+  // Per stream: submissions so far, and how many of them a sync has covered.
+  std::array<std::atomic<uint64_t>, kStreamsPerDevice> submitted{};
+  std::array<std::atomic<uint64_t>, kStreamsPerDevice> completed{};
   std::atomic<uint32_t> next_normal{0};
   std::atomic<uint32_t> next_high{0};
 };
@@ -93,17 +96,58 @@ int stream_priority(const c10::Stream& stream) {
   return stream.id() > kStreamPoolSize ? -1 : 0;
 }
 
+namespace {
+
+void note_submitted(const c10::Stream& stream) {
+  streams_of(stream.device_index()).submitted[stream.id()].fetch_add(1, std::memory_order_release);
+}
+
+// Marks everything submitted up to `seen` as finished.
+void note_completed(DeviceStreams& ds, c10::StreamId id, uint64_t seen) {
+  uint64_t done = ds.completed[id].load(std::memory_order_relaxed);
+  while (done < seen && !ds.completed[id].compare_exchange_weak(done, seen)) {
+  }
+}
+
+} // namespace
+
 void synchronize_stream(const c10::Stream& stream) {
-  KPDR_CHECK(rt().StreamSynchronize(native_stream(stream)));
+  const auto id = stream.id();
+  kpdrStream_t handle = native_stream(stream);
+  auto& ds = streams_of(stream.device_index());
+  const uint64_t seen = ds.submitted[id].load(std::memory_order_acquire);
+  if (seen == ds.completed[id].load(std::memory_order_acquire)) {
+    return; // nothing submitted since the last wait
+  }
+  KPDR_CHECK(rt().StreamSynchronize(handle));
+  note_completed(ds, id, seen);
 }
 
 bool query_stream(const c10::Stream& stream) {
-  const kpdrError_t err = rt().StreamQuery(native_stream(stream));
+  const auto id = stream.id();
+  kpdrStream_t handle = native_stream(stream);
+  auto& ds = streams_of(stream.device_index());
+  const uint64_t seen = ds.submitted[id].load(std::memory_order_acquire);
+  if (seen == ds.completed[id].load(std::memory_order_acquire)) {
+    return true;
+  }
+  const kpdrError_t err = rt().StreamQuery(handle);
   if (err == KPDR_ERROR_NOT_READY) {
     return false;
   }
   KPDR_CHECK(err);
+  note_completed(ds, id, seen);
   return true;
+}
+
+void memcpy_async(void* dst, const void* src, size_t bytes, kpdrMemcpyKind kind, const c10::Stream& stream) {
+  KPDR_CHECK(rt().MemcpyAsync(dst, src, bytes, kind, native_stream(stream)));
+  note_submitted(stream);
+}
+
+void stream_wait_event(const c10::Stream& stream, kpdrEvent_t event) {
+  KPDR_CHECK(rt().StreamWaitEvent(native_stream(stream), event));
+  note_submitted(stream);
 }
 
 void wait_current_stream(c10::DeviceIndex device) {

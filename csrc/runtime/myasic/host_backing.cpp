@@ -17,6 +17,12 @@ namespace {
 // syscall; aligned_alloc serves small tensors from the heap instead.
 constexpr std::size_t kMmapThresholdBytes = std::size_t{64} << 10;
 
+// Mapped backings start half a page into their mapping. Host buffers are
+// usually a cache line or two past a page boundary; if device memory started
+// on one, a device-to-host memmove would write just ahead of where it reads
+// within each 4 KiB page ("4K aliasing"), which runs about 4x slower on x86.
+constexpr std::size_t kMappedOffsetBytes = 2048;
+
 std::size_t round_up(std::size_t value, std::size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
@@ -30,9 +36,9 @@ kpdrError_t HostBacking::create(std::size_t bytes, std::shared_ptr<HostBacking>*
   if (rounded < kMmapThresholdBytes) {
     data = std::aligned_alloc(kAlignment, rounded);
   } else {
-    data = mmap(nullptr, rounded, PROT_READ | PROT_WRITE,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (data == MAP_FAILED) data = nullptr;
+    void* mapping = mmap(nullptr, rounded + kMappedOffsetBytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    data = mapping == MAP_FAILED ? nullptr : static_cast<char*>(mapping) + kMappedOffsetBytes;
     mapped = true;
   }
   if (data == nullptr) {
@@ -44,7 +50,11 @@ kpdrError_t HostBacking::create(std::size_t bytes, std::shared_ptr<HostBacking>*
   try {
     out->reset(new HostBacking(data, rounded, mapped));
   } catch (const std::bad_alloc&) {
-    if (mapped) munmap(data, rounded); else std::free(data);
+    if (mapped) {
+      munmap(static_cast<char*>(data) - kMappedOffsetBytes, rounded + kMappedOffsetBytes);
+    } else {
+      std::free(data);
+    }
     return fail(KPDR_ERROR_OUT_OF_MEMORY, "host out of memory while tracking an allocation");
   }
   return KPDR_SUCCESS;
@@ -52,7 +62,7 @@ kpdrError_t HostBacking::create(std::size_t bytes, std::shared_ptr<HostBacking>*
 
 HostBacking::~HostBacking() {
   if (mapped_) {
-    munmap(data_, bytes_);
+    munmap(static_cast<char*>(data_) - kMappedOffsetBytes, bytes_ + kMappedOffsetBytes);
   } else {
     std::free(data_);
   }
