@@ -33,9 +33,7 @@ from kernel_pytorch.hardware_abstraction.hal_core import (
 )
 from kernel_pytorch.hardware_abstraction.vendor_adapters.cpu import CpuAdapter
 
-requires_my_asic = pytest.mark.skipif(
-    not hasattr(torch, "my_asic"), reason="kernel_pytorch my_asic extension not built/registered"
-)
+from hal_test_support import requires_my_asic  # noqa: E402
 cpu_only_torch = pytest.mark.skipif(torch.version.cuda is not None, reason="needs a torch build without CUDA")
 
 

@@ -10,35 +10,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from kernel_pytorch.hardware_abstraction.hal_core import DeviceSpec, HardwareCapabilities, HardwareVendor
+from hal_test_support import fake_spec
 from kernel_pytorch.hardware_abstraction.placement import (
     device_mesh_description,
     place_model_stages,
     place_workload,
 )
-
-# privateuseone is my_asic once kernel_pytorch registers it; usable before that too.
-_TORCH_TYPE = {"nvidia": "cuda", "amd": "cuda", "intel": "xpu", "custom_asic": "privateuseone", "cpu": "cpu", "opencl": "cpu"}
-
-
-def fake_spec(vendor, index=0, free_gb=40.0, bf16=100.0, torch_usable=True):
-    vendor = HardwareVendor(vendor)
-    peaks = {"bf16": bf16, "fp32": bf16 / 4} if bf16 is not None else {"fp32": 1.0}
-    caps = HardwareCapabilities(
-        device_name=f"fake {vendor.value} {index}",
-        vendor=vendor,
-        architecture="fake",
-        compute_capability=None,
-        memory_total_gb=free_gb,
-        memory_free_gb=free_gb,
-        compute_units=8,
-        clock_mhz=1000.0,
-        peak_tflops=peaks,
-        supported_dtypes=list(peaks),
-    )
-    device_type = _TORCH_TYPE[vendor.value]
-    device = torch.device(device_type) if device_type == "cpu" else torch.device(device_type, index)
-    return DeviceSpec(vendor=vendor, index=index, device=device, capabilities=caps, torch_usable=torch_usable)
 
 
 def workers_per_device(assignments):

@@ -8,33 +8,14 @@ is real.
 import pytest
 import torch
 
-from kernel_pytorch.hardware_abstraction.hal_core import DeviceSpec, HardwareCapabilities, HardwareVendor
+import hal_test_support
+from kernel_pytorch.hardware_abstraction.hal_core import HardwareVendor
 from kernel_pytorch.hardware_abstraction.selection import explain_selection, parse_vendor_list, select_device
 
-# privateuseone is my_asic once kernel_pytorch registers it; usable before that too.
-_TORCH_TYPE = {"nvidia": "cuda", "amd": "cuda", "intel": "xpu", "custom_asic": "privateuseone", "cpu": "cpu", "opencl": "cpu"}
-
-
 def fake_spec(vendor, index=0, free_gb=40.0, bf16=100.0, fp32=20.0, torch_usable=True, name=None):
-    vendor = HardwareVendor(vendor)
-    peaks = {"fp32": fp32}
-    if bf16 is not None:
-        peaks["bf16"] = bf16
-    caps = HardwareCapabilities(
-        device_name=name or f"fake {vendor.value} {index}",
-        vendor=vendor,
-        architecture="fake",
-        compute_capability=None,
-        memory_total_gb=max(free_gb, 1.0) * 2,
-        memory_free_gb=free_gb,
-        compute_units=8,
-        clock_mhz=1000.0,
-        peak_tflops=peaks,
-        supported_dtypes=list(peaks),
+    return hal_test_support.fake_spec(
+        vendor, index, free_gb, bf16, fp32=fp32, total_gb=max(free_gb, 1.0) * 2, torch_usable=torch_usable, name=name
     )
-    device_type = _TORCH_TYPE[vendor.value]
-    device = torch.device(device_type) if device_type == "cpu" else torch.device(device_type, index)
-    return DeviceSpec(vendor=vendor, index=index, device=device, capabilities=caps, torch_usable=torch_usable)
 
 
 def test_returns_none_when_no_device_has_enough_free_memory():

@@ -8,9 +8,7 @@ from kernel_pytorch.hardware_abstraction.system_profile import SystemProfile
 
 MIB = 1024**2
 
-requires_my_asic = pytest.mark.skipif(
-    not hasattr(torch, "my_asic"), reason="kernel_pytorch my_asic extension not built/registered"
-)
+from hal_test_support import requires_my_asic  # noqa: E402
 
 
 @pytest.fixture
