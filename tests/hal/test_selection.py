@@ -12,6 +12,7 @@ import hal_test_support
 from kernel_pytorch.hardware_abstraction.hal_core import HardwareVendor
 from kernel_pytorch.hardware_abstraction.selection import explain_selection, parse_vendor_list, select_device
 
+
 def fake_spec(vendor, index=0, free_gb=40.0, bf16=100.0, fp32=20.0, torch_usable=True, name=None):
     return hal_test_support.fake_spec(
         vendor, index, free_gb, bf16, fp32=fp32, total_gb=max(free_gb, 1.0) * 2, torch_usable=torch_usable, name=name
