@@ -101,6 +101,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   });
   m.def("_current_stream", [](int i) { return stream_tuple(current_stream(i)); });
   m.def("_default_stream", [](int i) { return stream_tuple(default_stream(i)); });
+  m.def("_stream_priority", [](int64_t id, int device) {
+    return stream_priority(c10::Stream(
+        c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
+  });
   m.def("_set_stream", [](int64_t id, int device) {
     exchange_current_stream(c10::Stream(
         c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));

@@ -29,6 +29,11 @@ class Stream(torch.Stream):
         index = _device_index(device)
         return super().__new__(cls, device=torch.device("my_asic", index), priority=priority)
 
+    @property
+    def priority(self) -> int:
+        """0 for normal streams, -1 for high-priority ones (as torch.cuda.Stream)."""
+        return _C._stream_priority(self.stream_id, self.device_index)
+
     def __eq__(self, other):
         return isinstance(other, torch.Stream) and super().__eq__(other)
 

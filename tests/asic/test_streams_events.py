@@ -105,3 +105,9 @@ def test_stream_waiting_on_event_is_not_done_before_the_events_work():
         env=SLOW_LINK,
     )
     assert last_line(out) == "True True"
+
+
+def test_stream_priority_is_reported_like_cuda():
+    assert torch.my_asic.Stream().priority == 0
+    assert torch.my_asic.Stream(priority=-1).priority == -1
+    assert torch.my_asic.default_stream().priority == 0
