@@ -7,6 +7,9 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
+#include <algorithm>
 
 #include "error_reporting.h"
 
@@ -157,6 +160,37 @@ kpdrError_t plan_copy(const DeviceMemory& memory, void* dst, const void* src, st
   return KPDR_SUCCESS;
 }
 
+namespace {
+
+// Copies at least this large are split over several threads, as a device
+// with several DMA engines would; smaller ones are not worth a thread start.
+constexpr std::size_t kParallelCopyBytes = std::size_t{16} << 20;
+constexpr unsigned kMaxCopyEngines = 4;
+
+void copy_bytes(void* destination, const void* source, std::size_t bytes) {
+  const auto dst = reinterpret_cast<std::uintptr_t>(destination);
+  const auto src = reinterpret_cast<std::uintptr_t>(source);
+  const bool overlap = dst < src + bytes && src < dst + bytes;
+  const unsigned engines = std::min(kMaxCopyEngines, std::max(1u, std::thread::hardware_concurrency()));
+  if (overlap || bytes < kParallelCopyBytes || engines < 2) {
+    std::memmove(destination, source, bytes);
+    return;
+  }
+  // Chunks on 4 KiB boundaries so no two threads touch one page.
+  const std::size_t chunk = ((bytes / engines) + 4095) / 4096 * 4096;
+  std::vector<std::thread> helpers;
+  for (std::size_t offset = chunk; offset < bytes; offset += chunk) {
+    const std::size_t n = std::min(chunk, bytes - offset);
+    helpers.emplace_back([=] {
+      std::memcpy(static_cast<char*>(destination) + offset, static_cast<const char*>(source) + offset, n);
+    });
+  }
+  std::memcpy(destination, source, std::min(chunk, bytes));
+  for (auto& t : helpers) t.join();
+}
+
+}  // namespace
+
 void CopyPlan::run() const {
   if (bytes == 0) return;
   if (bandwidth_gbps > 0.0) {
@@ -167,7 +201,7 @@ void CopyPlan::run() const {
     std::unique_lock<std::mutex> lock(control.mutex);
     control.skip_requested.wait_for(lock, transfer_time, [&] { return control.skipping; });
   }
-  std::memmove(destination, source, bytes);
+  copy_bytes(destination, source, bytes);
 }
 
 void skip_simulated_transfer_delays() {
