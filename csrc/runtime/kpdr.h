@@ -75,7 +75,8 @@ typedef struct kpdrDeviceProperties {
 KPDR_API uint32_t kpdrGetAbiVersion(void);
 /* options: "key=value" pairs separated by ';' (may be NULL or ""). Keys a
  * runtime does not know are ignored. The reference runtime understands
- * device_count, memory_mb, names (comma separated), host_addressable. */
+ * device_count, memory_mb, names (comma separated), host_addressable,
+ * compute_units and copy_bandwidth_gbps (docs/device_runtime_abi.md). */
 KPDR_API kpdrError_t kpdrInit(const char* options);
 KPDR_API const char* kpdrGetErrorString(kpdrError_t error);
 KPDR_API const char* kpdrGetLastErrorMessage(void);
