@@ -71,7 +71,8 @@ setup(
             name="kernel_pytorch._C",
             sources=sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp"))),
             include_dirs=[os.path.join(ROOT, "csrc")],
-            extra_compile_args={"cxx": ["-O2", "-std=c++17", "-fvisibility=hidden"]},
+            # The C++ standard is the one torch.utils.cpp_extension picks for this torch.
+            extra_compile_args={"cxx": ["-O2", "-fvisibility=hidden"]},
             libraries=["dl"],
         )
     ],
