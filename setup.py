@@ -21,7 +21,25 @@ from setuptools import find_packages, setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-RUNTIME_SOURCES = sorted(glob.glob(os.path.join("csrc", "runtime", "myasic", "*.cpp")))
+# The torch-free CPU kernel library: compiled into the extension (CPU kernels)
+# and into the simulator (its "device" kernels).
+KERNEL_SOURCES = sorted(glob.glob(os.path.join("csrc", "kernels", "cpu", "*.cpp")))
+RUNTIME_SOURCES = sorted(glob.glob(os.path.join("csrc", "runtime", "myasic", "*.cpp"))) + KERNEL_SOURCES
+EXTENSION_SOURCES = (
+    sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "ops", "*.cpp")))
+    + KERNEL_SOURCES
+)
+
+
+def _newest_mtime(*dirs):
+    """Latest modification time of any file under `dirs` (sources and headers)."""
+    newest = 0.0
+    for d in dirs:
+        for base, _, files in os.walk(os.path.join(ROOT, d)):
+            for f in files:
+                newest = max(newest, os.path.getmtime(os.path.join(base, f)))
+    return newest
 
 
 class BuildWithRuntime(BuildExtension):
@@ -36,6 +54,10 @@ class BuildWithRuntime(BuildExtension):
         out_dir = os.path.join(os.path.dirname(os.path.abspath(ext_path)), "lib")
         os.makedirs(out_dir, exist_ok=True)
         target = os.path.join(out_dir, "libmyasic.so")
+        if os.path.exists(target) and os.path.getmtime(target) >= _newest_mtime(
+            os.path.join("csrc", "runtime"), os.path.join("csrc", "kernels")
+        ):
+            return  # up to date
         cxx = os.environ.get("CXX", "c++")
         cmd = [
             cxx, "-O2", "-std=c++17", "-fPIC", "-shared", "-pthread",
@@ -43,6 +65,7 @@ class BuildWithRuntime(BuildExtension):
             # Export exactly the kpdr ABI, whatever else the toolchain makes visible.
             "-Wl,--version-script=" + os.path.join(ROOT, "csrc", "runtime", "myasic", "exports.map"),
             "-I", os.path.join(ROOT, "csrc", "runtime"),
+            "-I", os.path.join(ROOT, "csrc"),
             *[os.path.join(ROOT, s) for s in RUNTIME_SOURCES],
             "-o", target,
         ]
@@ -69,7 +92,7 @@ setup(
     ext_modules=[
         CppExtension(
             name="kernel_pytorch._C",
-            sources=sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp"))),
+            sources=EXTENSION_SOURCES,
             include_dirs=[os.path.join(ROOT, "csrc")],
             # The C++ standard is the one torch.utils.cpp_extension picks for this torch.
             extra_compile_args={"cxx": ["-O2", "-fvisibility=hidden"]},

@@ -281,6 +281,10 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 } // namespace
 
+void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  my_asic_fallback(op, stack);
+}
+
 int64_t route_structured_ops_to_fallback() {
   static int64_t routed = [] {
     // Kept alive for the process: the registrations live as long as it does.

@@ -6,7 +6,14 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
 namespace kernel_pytorch {
+
+// The boxed fallback itself: runs `op`'s CPU kernel for my_asic arguments
+// (counted in fallback_stats). Native kernels call it for what they lack.
+void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 enum class FallbackMode { kAllow, kWarn, kRaise };
 

@@ -9,6 +9,7 @@
 #include "host_view.h"
 #include "runtime.h"
 #include "streams.h"
+#include "ops/python_bindings.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -117,6 +118,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return d;
   });
   m.def("_reset_fallback_stats", &reset_fallback_stats);
+  ops::add_python_bindings(m);
   m.def("_set_fallback_mode", [](const std::string& mode) { set_fallback_mode(parse_mode(mode)); });
   m.def("_get_fallback_mode", [] {
     switch (fallback_mode()) {

@@ -19,6 +19,7 @@ struct RuntimeState {
   RuntimeApi api{};
   std::vector<kpdrDeviceProperties> props;
   bool host_addressable = true;
+  kpdrKernelTable kernels{};
 };
 
 RuntimeState& state() {
@@ -46,6 +47,23 @@ void resolve(void* handle, const char* name, Fn& slot, const std::string& path) 
       "'. A runtime must implement every function of the kpdr ABI "
       "(csrc/runtime/kpdr.h, version ", KPDR_ABI_VERSION, ").");
   slot = reinterpret_cast<Fn>(sym);
+}
+
+// The optional kernel table. A runtime without kpdrGetKernels, or whose
+// kpdrGetKernels fails, has no kernels: its ops run through the CPU fallback.
+kpdrKernelTable load_kernels(void* handle, const std::string& path) {
+  kpdrKernelTable table{};
+  using GetKernels = kpdrError_t (*)(kpdrKernelTable*);
+  auto get = reinterpret_cast<GetKernels>(dlsym(handle, "kpdrGetKernels"));
+  if (get == nullptr) return table;
+  table.struct_size = sizeof(kpdrKernelTable);
+  if (get(&table) != KPDR_SUCCESS) {
+    TORCH_WARN("my_asic: kpdrGetKernels of the device runtime '", path,
+               "' failed; kernel_pytorch.ops run through the CPU fallback on this device.");
+    table = kpdrKernelTable{};
+  }
+  table.struct_size = sizeof(kpdrKernelTable);
+  return table;
 }
 
 void load_locked(RuntimeState& s) {
@@ -128,6 +146,7 @@ void load_locked(RuntimeState& s) {
   }
   s.api = api;
   s.props = std::move(props);
+  s.kernels = load_kernels(handle, p);
   s.host_addressable = addressable;
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] {
@@ -231,6 +250,11 @@ const kpdrDeviceProperties& device_properties(c10::DeviceIndex index) {
 bool host_addressable() {
   rt();
   return state().host_addressable;
+}
+
+const kpdrKernelTable& runtime_kernels() {
+  rt();
+  return state().kernels;
 }
 
 std::string format_bytes(size_t bytes) {

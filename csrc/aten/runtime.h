@@ -66,6 +66,9 @@ void set_current_device(c10::DeviceIndex index);
 
 // Cached properties (they never change after initialisation).
 const kpdrDeviceProperties& device_properties(c10::DeviceIndex index);
+// The runtime's optional kernels (kpdrGetKernels); entries it lacks are null,
+// and so is every entry for a runtime without kpdrGetKernels.
+const kpdrKernelTable& runtime_kernels();
 // Whether host code may read/write device memory directly (all devices agree;
 // the loader checks that at initialisation).
 bool host_addressable();

@@ -98,10 +98,6 @@ int stream_priority(const c10::Stream& stream) {
 
 namespace {
 
-void note_submitted(const c10::Stream& stream) {
-  streams_of(stream.device_index()).submitted[stream.id()].fetch_add(1, std::memory_order_release);
-}
-
 // Marks everything submitted up to `seen` as finished.
 void note_completed(DeviceStreams& ds, c10::StreamId id, uint64_t seen) {
   uint64_t done = ds.completed[id].load(std::memory_order_relaxed);
@@ -110,6 +106,10 @@ void note_completed(DeviceStreams& ds, c10::StreamId id, uint64_t seen) {
 }
 
 } // namespace
+
+void note_work_submitted(const c10::Stream& stream) {
+  streams_of(stream.device_index()).submitted[stream.id()].fetch_add(1, std::memory_order_release);
+}
 
 void synchronize_stream(const c10::Stream& stream) {
   const auto id = stream.id();
@@ -142,12 +142,12 @@ bool query_stream(const c10::Stream& stream) {
 
 void memcpy_async(void* dst, const void* src, size_t bytes, kpdrMemcpyKind kind, const c10::Stream& stream) {
   KPDR_CHECK(rt().MemcpyAsync(dst, src, bytes, kind, native_stream(stream)));
-  note_submitted(stream);
+  note_work_submitted(stream);
 }
 
 void stream_wait_event(const c10::Stream& stream, kpdrEvent_t event) {
   KPDR_CHECK(rt().StreamWaitEvent(native_stream(stream), event));
-  note_submitted(stream);
+  note_work_submitted(stream);
 }
 
 void wait_current_stream(c10::DeviceIndex device) {

@@ -26,11 +26,21 @@ int stream_priority(const c10::Stream& stream);
 void synchronize_stream(const c10::Stream& stream);
 bool query_stream(const c10::Stream& stream);
 
+// Records that work was enqueued on `stream` (so waits on it are not skipped).
+void note_work_submitted(const c10::Stream& stream);
+
 // Work submission. Every async call the glue makes goes through these, so a
 // stream knows whether anything may still be pending on it: waiting on an
 // idle stream (before every CPU-fallback op) then costs no runtime call.
 void memcpy_async(void* dst, const void* src, size_t bytes, kpdrMemcpyKind kind, const c10::Stream& stream);
 void stream_wait_event(const c10::Stream& stream, kpdrEvent_t event);
+// Enqueues one of the runtime's kernels (kpdrKernelTable) on `stream`.
+template <typename Args>
+void launch_kernel(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args& args,
+                   const c10::Stream& stream) {
+  KPDR_CHECK(kernel(&args, native_stream(stream)));
+  note_work_submitted(stream);
+}
 
 // Blocks until the current stream of `device` has finished its work. Called
 // before host code touches device memory (CPU kernels run on the host).

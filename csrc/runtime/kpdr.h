@@ -126,6 +126,137 @@ KPDR_API kpdrError_t kpdrEventSynchronize(kpdrEvent_t event);
  * KPDR_EVENT_DISABLE_TIMING. */
 KPDR_API kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEvent_t end);
 
+/* --- optional: compute kernels ------------------------------------------
+ *
+ * A runtime that brings its own kernels exports kpdrGetKernels. It is
+ * optional: kernel_pytorch looks it up with dlsym, and an op whose entry is
+ * missing (no kpdrGetKernels, or a NULL entry) runs through kernel_pytorch's
+ * CPU fallback instead, which fallback_stats() counts.
+ *
+ * Kernel conventions
+ *  - Every pointer is device memory of the stream's device (the caller has
+ *    checked devices, shapes and dtypes). Sizes and strides are in elements,
+ *    not bytes. The innermost dimension of every tensor argument is
+ *    contiguous (stride 1); the other strides are given.
+ *  - A launch only enqueues: it returns once the arguments are validated and
+ *    the work is queued on `stream`, which runs it in order with the stream's
+ *    copies. The argument struct may be freed when the launch returns.
+ *  - Inputs and outputs never overlap unless an entry says so. Arithmetic
+ *    accumulates in float32 whatever the storage dtype.
+ */
+
+typedef enum kpdrDtype {
+  KPDR_DTYPE_FLOAT32 = 0,
+  KPDR_DTYPE_FLOAT16 = 1,
+  KPDR_DTYPE_BFLOAT16 = 2
+} kpdrDtype;
+
+/* out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * weight over rows of `cols`.
+ * With residual != NULL (fused_add_rms_norm): s = x[r] + residual[r] is
+ * written to residual_out[r] (rounded to dtype) and normalised instead. */
+typedef struct kpdrRmsNormArgs {
+  kpdrDtype dtype;
+  int64_t rows, cols;
+  const void* x;           int64_t x_row_stride;
+  const void* residual;    int64_t residual_row_stride;     /* may be NULL */
+  const void* weight;                                       /* [cols] */
+  void* out;               int64_t out_row_stride;
+  void* residual_out;      int64_t residual_out_row_stride; /* with residual */
+  float eps;
+} kpdrRmsNormArgs;
+
+/* gated == 0: out[r][i] = silu(x[r][i]) for i < cols.
+ * gated == 1: out[r][i] = silu(x[r][i]) * x[r][cols + i] (SwiGLU; x rows hold
+ * 2 * cols elements). silu(v) = v / (1 + exp(-v)). */
+typedef struct kpdrSiluArgs {
+  kpdrDtype dtype;
+  int64_t rows, cols;
+  const void* x;  int64_t x_row_stride;
+  void* out;      int64_t out_row_stride;
+  int32_t gated;
+} kpdrSiluArgs;
+
+/* Rotary position embedding of x [batch, seq, heads, head_dim] with
+ * cos, sin [seq, head_dim / 2] (cs_batch_stride 0) or [batch, seq, head_dim / 2].
+ * interleaved == 0 rotates the pairs (i, i + head_dim/2), 1 the pairs
+ * (2i, 2i + 1). inverse == 1 rotates by -angle (the backward pass). */
+typedef struct kpdrRopeArgs {
+  kpdrDtype dtype;                 /* of x and out */
+  kpdrDtype cs_dtype;              /* of cos and sin */
+  int64_t batch, seq, heads, head_dim;
+  const void* x;    int64_t x_stride[3];   /* batch, seq, head */
+  void* out;        int64_t out_stride[3];
+  const void* cos;  const void* sin;
+  int64_t cs_batch_stride, cs_seq_stride;
+  int32_t interleaved;
+  int32_t inverse;
+} kpdrRopeArgs;
+
+/* Numerically stable softmax of each row of `cols`. */
+typedef struct kpdrSoftmaxArgs {
+  kpdrDtype dtype;
+  int64_t rows, cols;
+  const void* x;  int64_t x_row_stride;
+  void* out;      int64_t out_row_stride;
+} kpdrSoftmaxArgs;
+
+/* One query token per sequence against a KV cache (grouped-query attention:
+ * query head h reads kv head h / (heads / kv_heads)).
+ * q, out [batch, heads, head_dim]; k, v [batch, kv_heads, cache_len, head_dim];
+ * lengths [batch] int64 valid cache lengths in 1..cache_len (NULL: all). */
+typedef struct kpdrDecodeAttentionArgs {
+  kpdrDtype dtype;
+  int64_t batch, heads, kv_heads, cache_len, head_dim;
+  const void* q;   int64_t q_stride[2];     /* batch, head */
+  const void* k;   int64_t k_stride[3];     /* batch, kv head, position */
+  const void* v;   int64_t v_stride[3];
+  const int64_t* lengths;
+  void* out;       int64_t out_stride[2];
+  float scale;
+} kpdrDecodeAttentionArgs;
+
+/* Attention over a whole sequence, q [batch, heads, seq_q, head_dim],
+ * k, v [batch, kv_heads, seq_kv, head_dim], out like q. causal == 1 masks
+ * key j for query i when j > i + (seq_kv - seq_q) (bottom-right aligned). */
+typedef struct kpdrPrefillAttentionArgs {
+  kpdrDtype dtype;
+  int64_t batch, heads, kv_heads, seq_q, seq_kv, head_dim;
+  const void* q;   int64_t q_stride[3];     /* batch, head, position */
+  const void* k;   int64_t k_stride[3];
+  const void* v;   int64_t v_stride[3];
+  void* out;       int64_t out_stride[3];
+  float scale;
+  int32_t causal;
+} kpdrPrefillAttentionArgs;
+
+/* out[n] = sum_k w[n][k] * x[k]; w [n, k], x [k], out [n] (contiguous). */
+typedef struct kpdrMatmulVecArgs {
+  kpdrDtype dtype;
+  int64_t n, k;
+  const void* w;  int64_t w_row_stride;
+  const void* x;
+  void* out;
+} kpdrMatmulVecArgs;
+
+/* The runtime's kernels. kernel_pytorch zero-fills the table and sets
+ * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
+ * runtime fills the entries it implements (leaving the others NULL) and only
+ * writes within struct_size, so either side may be newer. */
+typedef struct kpdrKernelTable {
+  uint32_t struct_size;
+  kpdrError_t (*rms_norm)(const kpdrRmsNormArgs* args, kpdrStream_t stream);
+  kpdrError_t (*silu)(const kpdrSiluArgs* args, kpdrStream_t stream);
+  kpdrError_t (*rope)(const kpdrRopeArgs* args, kpdrStream_t stream);
+  kpdrError_t (*softmax)(const kpdrSoftmaxArgs* args, kpdrStream_t stream);
+  kpdrError_t (*decode_attention)(const kpdrDecodeAttentionArgs* args, kpdrStream_t stream);
+  kpdrError_t (*prefill_attention)(const kpdrPrefillAttentionArgs* args, kpdrStream_t stream);
+  kpdrError_t (*matmul_vec)(const kpdrMatmulVecArgs* args, kpdrStream_t stream);
+} kpdrKernelTable;
+
+/* Optional. Fills `table` (see kpdrKernelTable); may be called before
+ * kpdrInit. */
+KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,25 @@
+// One table of kernel entry points per CPU ISA level (DispatchStub's shape):
+// kernels_<isa>.cpp compiles kernels_impl.h for its level and returns its
+// table; isa.cpp picks the table once.
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace kp::cpu {
+
+struct KernelSet {
+  void (*rms_norm)(const kpdrRmsNormArgs&);
+  void (*silu)(const kpdrSiluArgs&);
+  void (*rope)(const kpdrRopeArgs&);
+  void (*softmax)(const kpdrSoftmaxArgs&);
+  void (*decode_attention)(const kpdrDecodeAttentionArgs&);
+  void (*prefill_attention)(const kpdrPrefillAttentionArgs&);
+  void (*matmul_vec)(const kpdrMatmulVecArgs&);
+};
+
+const KernelSet& kernels_generic();
+// Null where the build has no code for that level (non-x86 targets).
+const KernelSet* kernels_avx2();
+const KernelSet* kernels_avx512();
+
+}  // namespace kp::cpu

@@ -1,0 +1,113 @@
+// Run-time choice of the CPU kernels' ISA level, and the public entry points
+// that call the chosen level's table.
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "kernels/cpu/dispatch.h"
+
+namespace kp {
+namespace {
+
+bool cpu_has(CpuIsa isa) {
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  switch (isa) {
+    case CpuIsa::kGeneric: return true;
+    case CpuIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case CpuIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+  }
+  return false;
+#else
+  return isa == CpuIsa::kGeneric;
+#endif
+}
+
+const cpu::KernelSet* table_for(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx512: return cpu::kernels_avx512();
+    case CpuIsa::kAvx2: return cpu::kernels_avx2();
+    case CpuIsa::kGeneric: return &cpu::kernels_generic();
+  }
+  return nullptr;
+}
+
+bool supported(CpuIsa isa) { return table_for(isa) != nullptr && cpu_has(isa); }
+
+bool parse(const std::string& name, CpuIsa* isa) {
+  if (name == "generic" || name == "default") *isa = CpuIsa::kGeneric;
+  else if (name == "avx2") *isa = CpuIsa::kAvx2;
+  else if (name == "avx512") *isa = CpuIsa::kAvx512;
+  else if (name == "auto" || name.empty()) *isa = best_supported_isa();
+  else return false;
+  return true;
+}
+
+std::atomic<int>& active_slot() {
+  static std::atomic<int> slot{[] {
+    CpuIsa isa = best_supported_isa();
+    if (const char* env = std::getenv("KP_CPU_ISA")) {
+      CpuIsa wanted;
+      // An unknown or unsupported level in the environment falls back to the
+      // best one rather than failing every kernel; backend_info() shows which
+      // level runs.
+      if (parse(env, &wanted) && supported(wanted)) isa = wanted;
+    }
+    return static_cast<int>(isa);
+  }()};
+  return slot;
+}
+
+const cpu::KernelSet& active() { return *table_for(active_isa()); }
+
+}  // namespace
+
+const char* isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kGeneric: return "generic";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+CpuIsa best_supported_isa() {
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+    if (supported(isa)) return isa;
+  }
+  return CpuIsa::kGeneric;
+}
+
+CpuIsa active_isa() { return static_cast<CpuIsa>(active_slot().load(std::memory_order_relaxed)); }
+
+bool set_active_isa(const std::string& name, std::string* error) {
+  CpuIsa isa;
+  if (!parse(name, &isa)) {
+    if (error) *error = "unknown CPU ISA level '" + name + "'; use generic, avx2, avx512 or auto";
+    return false;
+  }
+  if (!supported(isa)) {
+    if (error) {
+      *error = std::string("this CPU (or build) cannot run the ") + isa_name(isa) +
+               " kernels; the best it supports is " + isa_name(best_supported_isa());
+    }
+    return false;
+  }
+  active_slot().store(static_cast<int>(isa), std::memory_order_relaxed);
+  return true;
+}
+
+void rms_norm(const kpdrRmsNormArgs& a) { active().rms_norm(a); }
+void silu(const kpdrSiluArgs& a) { active().silu(a); }
+void rope(const kpdrRopeArgs& a) { active().rope(a); }
+void softmax(const kpdrSoftmaxArgs& a) { active().softmax(a); }
+void decode_attention(const kpdrDecodeAttentionArgs& a) { active().decode_attention(a); }
+void prefill_attention(const kpdrPrefillAttentionArgs& a) { active().prefill_attention(a); }
+void matmul_vec(const kpdrMatmulVecArgs& a) { active().matmul_vec(a); }
+
+}  // namespace kp

@@ -1,0 +1,602 @@
+// The kernels, written once over Vec and compiled per ISA level by
+// kernels_<isa>.cpp (after vec.h). Each works on float lanes and converts the
+// storage type (float, BF16, Half) at load and store; tails narrower than a
+// vector run the same arithmetic on scalars.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/dispatch.h"
+
+namespace kp::cpu::KP_CPU_CAPABILITY {
+
+constexpr int W = Vec::kSize;
+
+template <typename T> inline const T* at(const void* p, int64_t offset) {
+  return static_cast<const T*>(p) + offset;
+}
+template <typename T> inline T* at(void* p, int64_t offset) { return static_cast<T*>(p) + offset; }
+
+// Converts n elements to float.
+template <typename T> inline void to_floats(const T* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) Vec::load(src + i).store(dst + i);
+  for (; i < n; ++i) dst[i] = to_float(src[i]);
+}
+
+// Calls fn with the kernel's storage type.
+template <typename Fn> inline void with_dtype(kpdrDtype dtype, Fn&& fn) {
+  switch (dtype) {
+    case KPDR_DTYPE_FLOAT32: fn(float{}); break;
+    case KPDR_DTYPE_BFLOAT16: fn(BF16{}); break;
+    case KPDR_DTYPE_FLOAT16: fn(Half{}); break;
+  }
+}
+
+// Rows per task so a task moves at least ~64 KiB.
+inline int64_t grain_for(int64_t row_elems) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_elems)); }
+
+// ---------------------------------------------------------------- rms_norm
+
+template <typename T>
+void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1) {
+  const int64_t n = a.cols;
+  const T* w = static_cast<const T*>(a.weight);
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* x = at<T>(a.x, r * a.x_row_stride);
+    T* out = at<T>(a.out, r * a.out_row_stride);
+    const T* src = x;  // the values to normalise
+    Vec acc0 = Vec::zero(), acc1 = Vec::zero();
+    float ss = 0.f;
+    int64_t i = 0;
+    if (a.residual != nullptr) {
+      const T* res = at<T>(a.residual, r * a.residual_row_stride);
+      T* res_out = at<T>(a.residual_out, r * a.residual_out_row_stride);
+      // Sum in float, round to the storage type, and normalise the rounded
+      // values: exactly what x + residual followed by rms_norm computes.
+      for (; i + W <= n; i += W) {
+        (Vec::load(x + i) + Vec::load(res + i)).store(res_out + i);
+        Vec s = Vec::load(res_out + i);
+        acc0 = Vec::fmadd(s, s, acc0);
+      }
+      for (; i < n; ++i) {
+        res_out[i] = from_float<T>(to_float(x[i]) + to_float(res[i]));
+        float s = to_float(res_out[i]);
+        ss += s * s;
+      }
+      src = res_out;
+    } else {
+      for (; i + 2 * W <= n; i += 2 * W) {
+        Vec s0 = Vec::load(x + i), s1 = Vec::load(x + i + W);
+        acc0 = Vec::fmadd(s0, s0, acc0);
+        acc1 = Vec::fmadd(s1, s1, acc1);
+      }
+      for (; i + W <= n; i += W) {
+        Vec s = Vec::load(x + i);
+        acc0 = Vec::fmadd(s, s, acc0);
+      }
+      for (; i < n; ++i) ss += to_float(x[i]) * to_float(x[i]);
+    }
+    ss += (acc0 + acc1).reduce_add();
+    const float inv = 1.f / std::sqrt(ss / float(n) + a.eps);
+    const Vec vinv = Vec::set1(inv);
+    i = 0;
+    for (; i + W <= n; i += W) (Vec::load(src + i) * vinv * Vec::load(w + i)).store(out + i);
+    for (; i < n; ++i) out[i] = from_float<T>(to_float(src[i]) * inv * to_float(w[i]));
+  }
+}
+
+inline void rms_norm(const kpdrRmsNormArgs& a) {
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { rms_norm_rows<T>(a, b, e); });
+  });
+}
+
+// -------------------------------------------------------------------- silu
+
+inline float silu_scalar(float v) { return v / (1.f + sexp(-v)); }
+inline Vec silu_vec(Vec v) { return v / (Vec::set1(1.f) + vexp(Vec::zero() - v)); }
+
+template <typename T>
+void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1) {
+  const T* x = at<T>(a.x, r * a.x_row_stride);
+  T* out = at<T>(a.out, r * a.out_row_stride);
+  int64_t i = c0;
+  if (a.gated) {
+    const T* up = x + a.cols;
+    for (; i + W <= c1; i += W) (silu_vec(Vec::load(x + i)) * Vec::load(up + i)).store(out + i);
+    for (; i < c1; ++i) out[i] = from_float<T>(silu_scalar(to_float(x[i])) * to_float(up[i]));
+  } else {
+    for (; i + W <= c1; i += W) silu_vec(Vec::load(x + i)).store(out + i);
+    for (; i < c1; ++i) out[i] = from_float<T>(silu_scalar(to_float(x[i])));
+  }
+}
+
+inline void silu(const kpdrSiluArgs& a) {
+  // Tasks are (row, column block) so one long row still spreads over threads.
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (a.cols + kBlock - 1) / kBlock;
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    kp::parallel_for(0, a.rows * blocks, std::max<int64_t>(1, 4 / blocks), [&](int64_t b, int64_t e) {
+      for (int64_t task = b; task < e; ++task) {
+        const int64_t r = task / blocks, c0 = (task % blocks) * kBlock;
+        silu_block<T>(a, r, c0, std::min(a.cols, c0 + kBlock));
+      }
+    });
+  });
+}
+
+// -------------------------------------------------------------------- rope
+
+template <typename T, typename C>
+void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1) {
+  const int64_t half = a.head_dim / 2, d = a.head_dim;
+  const float sign = a.inverse ? -1.f : 1.f;
+  std::vector<float> cs(2 * d);  // per position: cos and signed sin, laid out for the kernel
+  float* cf = cs.data();
+  float* sf = cs.data() + d;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t b = p / a.seq, s = p % a.seq;
+    const C* cp = at<C>(a.cos, b * a.cs_batch_stride + s * a.cs_seq_stride);
+    const C* sp = at<C>(a.sin, b * a.cs_batch_stride + s * a.cs_seq_stride);
+    if (a.interleaved) {
+      // out = x * cos_dup + swap_pairs(x) * (-sin, +sin, ...)
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = to_float(cp[i]), sn = sign * to_float(sp[i]);
+        cf[2 * i] = c; cf[2 * i + 1] = c;
+        sf[2 * i] = -sn; sf[2 * i + 1] = sn;
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) { cf[i] = to_float(cp[i]); sf[i] = sign * to_float(sp[i]); }
+    }
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const T* x = at<T>(a.x, b * a.x_stride[0] + s * a.x_stride[1] + h * a.x_stride[2]);
+      T* out = at<T>(a.out, b * a.out_stride[0] + s * a.out_stride[1] + h * a.out_stride[2]);
+      int64_t i = 0;
+      if (a.interleaved) {
+        for (; i + W <= d; i += W) {
+          Vec xv = Vec::load(x + i);
+          Vec::fmadd(xv.swap_pairs(), Vec::load(sf + i), xv * Vec::load(cf + i)).store(out + i);
+        }
+        for (; i < d; i += 2) {
+          const float x0 = to_float(x[i]), x1 = to_float(x[i + 1]);
+          out[i] = from_float<T>(x0 * cf[i] + x1 * sf[i]);
+          out[i + 1] = from_float<T>(x1 * cf[i + 1] + x0 * sf[i + 1]);
+        }
+      } else {
+        for (; i + W <= half; i += W) {
+          Vec x1 = Vec::load(x + i), x2 = Vec::load(x + half + i);
+          Vec c = Vec::load(cf + i), sn = Vec::load(sf + i);
+          (x1 * c - x2 * sn).store(out + i);
+          Vec::fmadd(x1, sn, x2 * c).store(out + half + i);
+        }
+        for (; i < half; ++i) {
+          const float x1 = to_float(x[i]), x2 = to_float(x[half + i]);
+          out[i] = from_float<T>(x1 * cf[i] - x2 * sf[i]);
+          out[half + i] = from_float<T>(x2 * cf[i] + x1 * sf[i]);
+        }
+      }
+    }
+  }
+}
+
+inline void rope(const kpdrRopeArgs& a) {
+  with_dtype(a.dtype, [&](auto t) {
+    with_dtype(a.cs_dtype, [&](auto c) {
+      using T = decltype(t);
+      using C = decltype(c);
+      kp::parallel_for(0, a.batch * a.seq, grain_for(a.heads * a.head_dim),
+                       [&](int64_t b, int64_t e) { rope_positions<T, C>(a, b, e); });
+    });
+  });
+}
+
+// ----------------------------------------------------------------- softmax
+
+template <typename T>
+void softmax_rows(const kpdrSoftmaxArgs& a, int64_t r0, int64_t r1) {
+  const int64_t n = a.cols;
+  std::vector<float> buf(n);
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* x = at<T>(a.x, r * a.x_row_stride);
+    T* out = at<T>(a.out, r * a.out_row_stride);
+    float* e = buf.data();
+    int64_t i = 0;
+    Vec vmax = Vec::set1(-std::numeric_limits<float>::infinity());
+    for (; i + W <= n; i += W) vmax = Vec::max(vmax, Vec::load(x + i));
+    float m = vmax.reduce_max();
+    for (; i < n; ++i) m = std::max(m, to_float(x[i]));
+    if (std::isinf(m) && m < 0) m = 0.f;  // all -inf: exp gives 0s, then 0/0 = nan like torch
+    const Vec vm = Vec::set1(m);
+    Vec vsum = Vec::zero();
+    for (i = 0; i + W <= n; i += W) {
+      Vec ev = vexp(Vec::load(x + i) - vm);
+      ev.store(e + i);
+      vsum = vsum + ev;
+    }
+    float sum = vsum.reduce_add();
+    for (; i < n; ++i) { e[i] = sexp(to_float(x[i]) - m); sum += e[i]; }
+    const float inv = 1.f / sum;
+    const Vec vinv = Vec::set1(inv);
+    for (i = 0; i + W <= n; i += W) (Vec::load(e + i) * vinv).store(out + i);
+    for (; i < n; ++i) out[i] = from_float<T>(e[i] * inv);
+  }
+}
+
+inline void softmax(const kpdrSoftmaxArgs& a) {
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { softmax_rows<T>(a, b, e); });
+  });
+}
+
+// --------------------------------------------------------------- attention
+//
+// Both attention kernels keep, per query row, the running maximum m, the sum l
+// of exp(score - m) and the output accumulator o (the online softmax), and
+// work on blocks of keys converted to float once per block.
+
+constexpr int64_t kKeyBlock = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// o[r] += sum_j p[r][j] * v[j] for rows r < rows, j < keys; o rows hold d floats.
+inline void accumulate_pv(float* o, int64_t rows, const float* p, int64_t p_stride,
+                          const float* v, int64_t keys, int64_t d) {
+  int64_t c = 0;
+  for (; c + 2 * W <= d; c += 2 * W) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      Vec acc[4][2];
+      for (int i = 0; i < 4; ++i) {
+        acc[i][0] = Vec::load(o + (r + i) * d + c);
+        acc[i][1] = Vec::load(o + (r + i) * d + c + W);
+      }
+      for (int64_t j = 0; j < keys; ++j) {
+        Vec v0 = Vec::load(v + j * d + c), v1 = Vec::load(v + j * d + c + W);
+        for (int i = 0; i < 4; ++i) {
+          Vec pj = Vec::set1(p[(r + i) * p_stride + j]);
+          acc[i][0] = Vec::fmadd(pj, v0, acc[i][0]);
+          acc[i][1] = Vec::fmadd(pj, v1, acc[i][1]);
+        }
+      }
+      for (int i = 0; i < 4; ++i) {
+        acc[i][0].store(o + (r + i) * d + c);
+        acc[i][1].store(o + (r + i) * d + c + W);
+      }
+    }
+    for (; r < rows; ++r) {
+      Vec a0 = Vec::load(o + r * d + c), a1 = Vec::load(o + r * d + c + W);
+      for (int64_t j = 0; j < keys; ++j) {
+        Vec pj = Vec::set1(p[r * p_stride + j]);
+        a0 = Vec::fmadd(pj, Vec::load(v + j * d + c), a0);
+        a1 = Vec::fmadd(pj, Vec::load(v + j * d + c + W), a1);
+      }
+      a0.store(o + r * d + c);
+      a1.store(o + r * d + c + W);
+    }
+  }
+  for (; c < d; ++c) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = o[r * d + c];
+      for (int64_t j = 0; j < keys; ++j) acc += p[r * p_stride + j] * v[j * d + c];
+      o[r * d + c] = acc;
+    }
+  }
+}
+
+// s[r][j] = q[r] . k[j] for rows r < rows, keys j < keys, with kt the keys
+// transposed ([d][key_stride] floats) so the inner loop is an outer product.
+inline void scores_qk(float* s, int64_t s_stride, const float* q, int64_t rows,
+                      const float* kt, int64_t key_stride, int64_t keys, int64_t d) {
+  int64_t j = 0;
+  for (; j + 2 * W <= keys; j += 2 * W) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      Vec acc[4][2];
+      for (int i = 0; i < 4; ++i) acc[i][0] = acc[i][1] = Vec::zero();
+      for (int64_t c = 0; c < d; ++c) {
+        Vec k0 = Vec::load(kt + c * key_stride + j), k1 = Vec::load(kt + c * key_stride + j + W);
+        for (int i = 0; i < 4; ++i) {
+          Vec qv = Vec::set1(q[(r + i) * d + c]);
+          acc[i][0] = Vec::fmadd(qv, k0, acc[i][0]);
+          acc[i][1] = Vec::fmadd(qv, k1, acc[i][1]);
+        }
+      }
+      for (int i = 0; i < 4; ++i) {
+        acc[i][0].store(s + (r + i) * s_stride + j);
+        acc[i][1].store(s + (r + i) * s_stride + j + W);
+      }
+    }
+    for (; r < rows; ++r) {
+      Vec a0 = Vec::zero(), a1 = Vec::zero();
+      for (int64_t c = 0; c < d; ++c) {
+        Vec qv = Vec::set1(q[r * d + c]);
+        a0 = Vec::fmadd(qv, Vec::load(kt + c * key_stride + j), a0);
+        a1 = Vec::fmadd(qv, Vec::load(kt + c * key_stride + j + W), a1);
+      }
+      a0.store(s + r * s_stride + j);
+      a1.store(s + r * s_stride + j + W);
+    }
+  }
+  for (; j < keys; ++j) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = 0.f;
+      for (int64_t c = 0; c < d; ++c) acc += q[r * d + c] * kt[c * key_stride + j];
+      s[r * s_stride + j] = acc;
+    }
+  }
+}
+
+// Online-softmax update of `rows` rows with a block of scores (already scaled;
+// -inf where masked): rescales o and l, turns s into probabilities.
+inline void online_softmax_block(float* s, int64_t s_stride, int64_t rows, int64_t keys,
+                                 float* m, float* l, float* o, int64_t d) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* sr = s + r * s_stride;
+    float bm = kNegInf;
+    for (int64_t j = 0; j < keys; ++j) bm = std::max(bm, sr[j]);
+    const float m_new = std::max(m[r], bm);
+    if (m_new == kNegInf) {  // everything masked so far
+      for (int64_t j = 0; j < keys; ++j) sr[j] = 0.f;
+      continue;
+    }
+    const float alpha = m[r] == kNegInf ? 0.f : sexp(m[r] - m_new);
+    const Vec vm = Vec::set1(m_new);
+    Vec vsum = Vec::zero();
+    int64_t j = 0;
+    for (; j + W <= keys; j += W) {
+      Vec e = vexp(Vec::load(sr + j) - vm);
+      e.store(sr + j);
+      vsum = vsum + e;
+    }
+    float sum = vsum.reduce_add();
+    for (; j < keys; ++j) { sr[j] = sexp(sr[j] - m_new); sum += sr[j]; }
+    l[r] = l[r] * alpha + sum;
+    m[r] = m_new;
+    if (alpha != 1.f) {
+      const Vec va = Vec::set1(alpha);
+      float* orow = o + r * d;
+      int64_t c = 0;
+      for (; c + W <= d; c += W) (Vec::load(orow + c) * va).store(orow + c);
+      for (; c < d; ++c) orow[c] *= alpha;
+    }
+  }
+}
+
+template <typename T>
+void store_normalised(T* out, const float* o, float l, int64_t d) {
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  const Vec vinv = Vec::set1(inv);
+  int64_t c = 0;
+  for (; c + W <= d; c += W) (Vec::load(o + c) * vinv).store(out + c);
+  for (; c < d; ++c) out[c] = from_float<T>(o[c] * inv);
+}
+
+// Work space of one attention task, reused across the tasks of a thread.
+struct AttentionScratch {
+  std::vector<float> q, o, kt, v, s, m, l;
+  void reserve(int64_t rows, int64_t d) {
+    q.resize(rows * d); o.resize(rows * d);
+    kt.resize(d * kKeyBlock); v.resize(kKeyBlock * d);
+    s.resize(rows * kKeyBlock); m.resize(rows); l.resize(rows);
+  }
+};
+
+// Loads keys [j0, j0 + n) of one head: transposed into kt, and v as rows.
+template <typename T>
+void load_kv_block(AttentionScratch& w, const T* k, int64_t k_pos_stride, const T* v,
+                   int64_t v_pos_stride, int64_t j0, int64_t n, int64_t d) {
+  float* row = w.v.data();  // borrow v's first row as a staging buffer for k
+  for (int64_t j = 0; j < n; ++j) {
+    to_floats(k + (j0 + j) * k_pos_stride, row, d);
+    for (int64_t c = 0; c < d; ++c) w.kt[c * kKeyBlock + j] = row[c];
+  }
+  for (int64_t j = 0; j < n; ++j) to_floats(v + (j0 + j) * v_pos_stride, w.v.data() + j * d, d);
+}
+
+// Attention of `rows` query rows (already in w.q, pre-scaled) over keys
+// [0, n_keys); row r may see keys j <= r + diag when causal (diag = position
+// of row 0 among the keys). Leaves o, m, l in w.
+template <typename T>
+void attend(AttentionScratch& w, int64_t rows, const T* k, int64_t k_pos_stride, const T* v,
+            int64_t v_pos_stride, int64_t key_begin, int64_t key_end, int64_t d, bool causal,
+            int64_t diag) {
+  for (int64_t j0 = key_begin; j0 < key_end; j0 += kKeyBlock) {
+    const int64_t n = std::min(kKeyBlock, key_end - j0);
+    if (causal && j0 > diag + rows - 1) break;  // every later key is masked for every row
+    load_kv_block(w, k, k_pos_stride, v, v_pos_stride, j0, n, d);
+    scores_qk(w.s.data(), kKeyBlock, w.q.data(), rows, w.kt.data(), kKeyBlock, n, d);
+    if (causal && j0 + n - 1 > diag) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t first_masked = std::max<int64_t>(0, r + diag + 1 - j0);
+        for (int64_t j = first_masked; j < n; ++j) w.s[r * kKeyBlock + j] = kNegInf;
+      }
+    }
+    online_softmax_block(w.s.data(), kKeyBlock, rows, n, w.m.data(), w.l.data(), w.o.data(), d);
+    accumulate_pv(w.o.data(), rows, w.s.data(), kKeyBlock, w.v.data(), n, d);
+  }
+}
+
+inline void reset_state(AttentionScratch& w, int64_t rows, int64_t d) {
+  std::fill(w.o.begin(), w.o.begin() + rows * d, 0.f);
+  std::fill(w.m.begin(), w.m.begin() + rows, kNegInf);
+  std::fill(w.l.begin(), w.l.begin() + rows, 0.f);
+}
+
+template <typename T>
+void prefill_tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
+  constexpr int64_t kQueryBlock = 64;
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads;
+  const int64_t qblocks = (a.seq_q + kQueryBlock - 1) / kQueryBlock;
+  AttentionScratch w;
+  w.reserve(kQueryBlock, d);
+  for (int64_t task = t0; task < t1; ++task) {
+    // Query blocks vary fastest, so any contiguous range of tasks mixes the
+    // cheap early blocks and the expensive late ones of a causal mask.
+    const int64_t qb = task % qblocks, bh = task / qblocks;
+    const int64_t b = bh / a.heads, h = bh % a.heads, kvh = h / group;
+    const int64_t i0 = qb * kQueryBlock, rows = std::min(kQueryBlock, a.seq_q - i0);
+    const T* q = at<T>(a.q, b * a.q_stride[0] + h * a.q_stride[1]);
+    const T* k = at<T>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]);
+    const T* v = at<T>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]);
+    for (int64_t r = 0; r < rows; ++r) {
+      to_floats(q + (i0 + r) * a.q_stride[2], w.q.data() + r * d, d);
+      for (int64_t c = 0; c < d; ++c) w.q[r * d + c] *= a.scale;
+    }
+    reset_state(w, rows, d);
+    const int64_t diag = i0 + (a.seq_kv - a.seq_q);
+    attend(w, rows, k, a.k_stride[2], v, a.v_stride[2], 0, a.seq_kv, d, a.causal != 0, diag);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* out = at<T>(a.out, b * a.out_stride[0] + h * a.out_stride[1] + (i0 + r) * a.out_stride[2]);
+      store_normalised(out, w.o.data() + r * d, w.l[r], d);
+    }
+  }
+}
+
+inline void prefill_attention(const kpdrPrefillAttentionArgs& a) {
+  const int64_t qblocks = (a.seq_q + 63) / 64;
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    kp::parallel_for(0, a.batch * a.heads * qblocks, 1,
+                     [&](int64_t b, int64_t e) { prefill_tasks<T>(a, b, e); });
+  });
+}
+
+// Decode: the query heads of one kv head form the rows, so each cached key
+// and value is read once for the whole group. Long caches are split into
+// chunks processed in parallel and merged (flash-decoding).
+template <typename T>
+void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kvh, int64_t j0,
+                  int64_t j1, AttentionScratch& w) {
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads;
+  for (int64_t g = 0; g < group; ++g) {
+    const T* q = at<T>(a.q, b * a.q_stride[0] + (kvh * group + g) * a.q_stride[1]);
+    to_floats(q, w.q.data() + g * d, d);
+    for (int64_t c = 0; c < d; ++c) w.q[g * d + c] *= a.scale;
+  }
+  reset_state(w, group, d);
+  const T* k = at<T>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]);
+  const T* v = at<T>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]);
+  attend(w, group, k, a.k_stride[2], v, a.v_stride[2], j0, j1, d, false, 0);
+}
+
+inline void decode_attention(const kpdrDecodeAttentionArgs& a) {
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads;
+  const int64_t heads_total = a.batch * a.kv_heads;
+  // Enough chunks to keep every thread busy, none shorter than 256 keys.
+  constexpr int64_t kMinChunk = 256;
+  int64_t splits = std::max<int64_t>(1, std::min<int64_t>(
+      (a.cache_len + kMinChunk - 1) / kMinChunk, (16 + heads_total - 1) / heads_total));
+  const int64_t chunk = (a.cache_len + splits - 1) / splits;
+  splits = (a.cache_len + chunk - 1) / chunk;
+  // Per (batch, kv head, split): m and l per row, then o rows.
+  const int64_t part = group * (2 + d);
+  std::vector<float> partial(heads_total * splits * part);
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    kp::parallel_for(0, heads_total * splits, 1, [&](int64_t t0, int64_t t1) {
+      AttentionScratch w;
+      w.reserve(group, d);
+      for (int64_t task = t0; task < t1; ++task) {
+        const int64_t split = task % splits, bk = task / splits;
+        const int64_t b = bk / a.kv_heads, kvh = bk % a.kv_heads;
+        const int64_t len = a.lengths ? a.lengths[b] : a.cache_len;
+        const int64_t j0 = split * chunk, j1 = std::min(len, j0 + chunk);
+        float* p = partial.data() + task * part;
+        if (j0 >= j1) {
+          for (int64_t g = 0; g < group; ++g) { p[g] = kNegInf; p[group + g] = 0.f; }
+          continue;
+        }
+        decode_chunk<T>(a, b, kvh, j0, j1, w);
+        std::copy(w.m.begin(), w.m.begin() + group, p);
+        std::copy(w.l.begin(), w.l.begin() + group, p + group);
+        std::copy(w.o.begin(), w.o.begin() + group * d, p + 2 * group);
+      }
+    });
+    // Merge the splits of each (batch, kv head) and write the outputs.
+    kp::parallel_for(0, heads_total, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> o(d);
+      for (int64_t bk = t0; bk < t1; ++bk) {
+        const int64_t b = bk / a.kv_heads, kvh = bk % a.kv_heads;
+        for (int64_t g = 0; g < group; ++g) {
+          float m = kNegInf;
+          for (int64_t s = 0; s < splits; ++s) m = std::max(m, partial[(bk * splits + s) * part + g]);
+          float l = 0.f;
+          std::fill(o.begin(), o.end(), 0.f);
+          for (int64_t s = 0; s < splits; ++s) {
+            const float* p = partial.data() + (bk * splits + s) * part;
+            if (p[g] == kNegInf) continue;
+            const float f = sexp(p[g] - m);
+            l += p[group + g] * f;
+            const float* po = p + 2 * group + g * d;
+            for (int64_t c = 0; c < d; ++c) o[c] += po[c] * f;
+          }
+          T* out = at<T>(a.out, b * a.out_stride[0] + (kvh * group + g) * a.out_stride[1]);
+          store_normalised(out, o.data(), l, d);
+        }
+      }
+    });
+  });
+}
+
+// -------------------------------------------------------------- matmul_vec
+
+template <typename T>
+void matmul_vec_rows(const kpdrMatmulVecArgs& a, const float* x, int64_t r0, int64_t r1) {
+  const int64_t k = a.k;
+  T* out = static_cast<T*>(a.out);
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
+    const T* w0 = at<T>(a.w, r * a.w_row_stride);
+    const T* w1 = w0 + a.w_row_stride;
+    const T* w2 = w1 + a.w_row_stride;
+    const T* w3 = w2 + a.w_row_stride;
+    Vec acc0 = Vec::zero(), acc1 = Vec::zero(), acc2 = Vec::zero(), acc3 = Vec::zero();
+    int64_t i = 0;
+    for (; i + W <= k; i += W) {
+      Vec xv = Vec::load(x + i);
+      acc0 = Vec::fmadd(Vec::load(w0 + i), xv, acc0);
+      acc1 = Vec::fmadd(Vec::load(w1 + i), xv, acc1);
+      acc2 = Vec::fmadd(Vec::load(w2 + i), xv, acc2);
+      acc3 = Vec::fmadd(Vec::load(w3 + i), xv, acc3);
+    }
+    float s0 = acc0.reduce_add(), s1 = acc1.reduce_add(), s2 = acc2.reduce_add(), s3 = acc3.reduce_add();
+    for (; i < k; ++i) {
+      s0 += to_float(w0[i]) * x[i]; s1 += to_float(w1[i]) * x[i];
+      s2 += to_float(w2[i]) * x[i]; s3 += to_float(w3[i]) * x[i];
+    }
+    out[r] = from_float<T>(s0); out[r + 1] = from_float<T>(s1);
+    out[r + 2] = from_float<T>(s2); out[r + 3] = from_float<T>(s3);
+  }
+  for (; r < r1; ++r) {
+    const T* wr = at<T>(a.w, r * a.w_row_stride);
+    Vec acc = Vec::zero();
+    int64_t i = 0;
+    for (; i + W <= k; i += W) acc = Vec::fmadd(Vec::load(wr + i), Vec::load(x + i), acc);
+    float s = acc.reduce_add();
+    for (; i < k; ++i) s += to_float(wr[i]) * x[i];
+    out[r] = from_float<T>(s);
+  }
+}
+
+inline void matmul_vec(const kpdrMatmulVecArgs& a) {
+  with_dtype(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    std::vector<float> x(a.k);
+    to_floats(static_cast<const T*>(a.x), x.data(), a.k);
+    kp::parallel_for(0, a.n, std::max<int64_t>(4, 8192 / std::max<int64_t>(1, a.k)) ,
+                     [&](int64_t b, int64_t e) { matmul_vec_rows<T>(a, x.data(), b, e); });
+  });
+}
+
+inline const KernelSet& kernel_set() {
+  static const KernelSet set{&rms_norm, &silu, &rope, &softmax, &decode_attention,
+                             &prefill_attention, &matmul_vec};
+  return set;
+}
+
+}  // namespace kp::cpu::KP_CPU_CAPABILITY

@@ -1,0 +1,187 @@
+// Vec: a SIMD register of float lanes for one CPU ISA level, with loads and
+// stores from every storage type (float, bfloat16, float16). Included by
+// kernels_<isa>.cpp after defining KP_CPU_CAPABILITY (the namespace, so each
+// level's code stays distinct for the linker) and one of KP_VEC_AVX512,
+// KP_VEC_AVX2 (else the portable version, which compilers auto-vectorise).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(KP_VEC_AVX512) || defined(KP_VEC_AVX2)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu/scalar.h"
+
+namespace kp::cpu::KP_CPU_CAPABILITY {
+
+#if defined(KP_VEC_AVX512)
+
+struct Vec {
+  static constexpr int kSize = 16;
+  __m512 v;
+  static Vec zero() { return {_mm512_setzero_ps()}; }
+  static Vec set1(float f) { return {_mm512_set1_ps(f)}; }
+  static Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  static Vec load(const BF16* p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(w, 16))};
+  }
+  static Vec load(const Half* p) {
+    return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+  }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+  void store(BF16* p) const {
+    __m512i u = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7FC0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+  }
+  void store(Half* p) const {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  Vec operator+(Vec b) const { return {_mm512_add_ps(v, b.v)}; }
+  Vec operator-(Vec b) const { return {_mm512_sub_ps(v, b.v)}; }
+  Vec operator*(Vec b) const { return {_mm512_mul_ps(v, b.v)}; }
+  Vec operator/(Vec b) const { return {_mm512_div_ps(v, b.v)}; }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+  static Vec floor(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)}; }
+  // 2^n for integral n in [-127, 127].
+  static Vec exp2_int(Vec n) {
+    __m512i i = _mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(i, 23))};
+  }
+  // Lanes of a below `limit` become 0, the others keep `value`.
+  static Vec zero_where_below(Vec a, float limit, Vec value) {
+    __mmask16 m = _mm512_cmp_ps_mask(a.v, _mm512_set1_ps(limit), _CMP_LT_OQ);
+    return {_mm512_maskz_mov_ps(static_cast<__mmask16>(~m), value.v)};
+  }
+  // (a0, a1, a2, a3, ...) -> (a1, a0, a3, a2, ...)
+  Vec swap_pairs() const { return {_mm512_permute_ps(v, 0xB1)}; }
+  float reduce_add() const { return _mm512_reduce_add_ps(v); }
+  float reduce_max() const { return _mm512_reduce_max_ps(v); }
+};
+
+#elif defined(KP_VEC_AVX2)
+
+struct Vec {
+  static constexpr int kSize = 8;
+  __m256 v;
+  static Vec zero() { return {_mm256_setzero_ps()}; }
+  static Vec set1(float f) { return {_mm256_set1_ps(f)}; }
+  static Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  static Vec load(const BF16* p) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(w, 16))};
+  }
+  static Vec load(const Half* p) {
+    return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+  }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+  void store(BF16* p) const {
+    __m256i u = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r),
+                                             _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC0)), nan));
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+  }
+  void store(Half* p) const {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  Vec operator+(Vec b) const { return {_mm256_add_ps(v, b.v)}; }
+  Vec operator-(Vec b) const { return {_mm256_sub_ps(v, b.v)}; }
+  Vec operator*(Vec b) const { return {_mm256_mul_ps(v, b.v)}; }
+  Vec operator/(Vec b) const { return {_mm256_div_ps(v, b.v)}; }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+  static Vec floor(Vec a) { return {_mm256_floor_ps(a.v)}; }
+  static Vec exp2_int(Vec n) {
+    __m256i i = _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(i, 23))};
+  }
+  static Vec zero_where_below(Vec a, float limit, Vec value) {
+    __m256 m = _mm256_cmp_ps(a.v, _mm256_set1_ps(limit), _CMP_LT_OQ);
+    return {_mm256_andnot_ps(m, value.v)};
+  }
+  Vec swap_pairs() const { return {_mm256_permute_ps(v, 0xB1)}; }
+  float reduce_add() const {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  float reduce_max() const {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+};
+
+#else  // portable
+
+struct Vec {
+  static constexpr int kSize = 8;
+  float v[kSize];
+  static Vec zero() { return set1(0.f); }
+  static Vec set1(float f) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = f; return r; }
+  template <typename T> static Vec load(const T* p) {
+    Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = to_float(p[i]); return r;
+  }
+  template <typename T> void store(T* p) const {
+    for (int i = 0; i < kSize; ++i) p[i] = from_float<T>(v[i]);
+  }
+#define KP_VEC_BINARY(op)                                                      \
+  Vec operator op(Vec b) const {                                              \
+    Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = v[i] op b.v[i]; return r;   \
+  }
+  KP_VEC_BINARY(+) KP_VEC_BINARY(-) KP_VEC_BINARY(*) KP_VEC_BINARY(/)
+#undef KP_VEC_BINARY
+  static Vec fmadd(Vec a, Vec b, Vec c) {
+    Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = a.v[i] * b.v[i] + c.v[i]; return r;
+  }
+  static Vec max(Vec a, Vec b) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i]; return r; }
+  static Vec min(Vec a, Vec b) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return r; }
+  static Vec floor(Vec a) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = std::floor(a.v[i]); return r; }
+  static Vec exp2_int(Vec n) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = std::ldexp(1.f, int(n.v[i])); return r; }
+  static Vec zero_where_below(Vec a, float limit, Vec value) {
+    Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = a.v[i] < limit ? 0.f : value.v[i]; return r;
+  }
+  Vec swap_pairs() const { Vec r; for (int i = 0; i < kSize; i += 2) { r.v[i] = v[i + 1]; r.v[i + 1] = v[i]; } return r; }
+  float reduce_add() const { float s = 0.f; for (int i = 0; i < kSize; ++i) s += v[i]; return s; }
+  float reduce_max() const { float s = v[0]; for (int i = 1; i < kSize; ++i) s = std::max(s, v[i]); return s; }
+};
+
+#endif
+
+// exp(x) to about 2 ulp (Cephes' expf polynomial); exactly 0 below the
+// smallest normal result, so masked (-inf) scores contribute nothing.
+inline Vec vexp(Vec x) {
+  const Vec hi = Vec::set1(88.0f), lo = Vec::set1(-88.3762626647949f);
+  Vec xc = Vec::min(Vec::max(x, lo), hi);
+  Vec fx = Vec::floor(Vec::fmadd(xc, Vec::set1(1.44269504088896341f), Vec::set1(0.5f)));
+  xc = xc - fx * Vec::set1(0.693359375f);
+  xc = xc - fx * Vec::set1(-2.12194440e-4f);
+  Vec z = xc * xc;
+  Vec y = Vec::set1(1.9875691500E-4f);
+  y = Vec::fmadd(y, xc, Vec::set1(1.3981999507E-3f));
+  y = Vec::fmadd(y, xc, Vec::set1(8.3334519073E-3f));
+  y = Vec::fmadd(y, xc, Vec::set1(4.1665795894E-2f));
+  y = Vec::fmadd(y, xc, Vec::set1(1.6666665459E-1f));
+  y = Vec::fmadd(y, xc, Vec::set1(5.0000001201E-1f));
+  y = Vec::fmadd(y, z, xc + Vec::set1(1.f));
+  return Vec::zero_where_below(x, -87.33654475f, y * Vec::exp2_int(fx));
+}
+
+inline float sexp(float x) { return x < -87.33654475f ? 0.f : std::exp(x); }
+
+}  // namespace kp::cpu::KP_CPU_CAPABILITY

@@ -1,0 +1,53 @@
+// kernel_pytorch's CPU kernel library: the kernels behind kernel_pytorch.ops.
+//
+// Torch-free (plain pointers, sizes and strides), so the same code serves the
+// torch extension's CPU kernels and the reference device runtime
+// (libmyasic.so), which runs them as its "device" kernels. Arguments are the
+// kpdr kernel descriptors of csrc/runtime/kpdr.h; every pointer here is
+// host-addressable memory.
+//
+// Each kernel is compiled once per CPU ISA level (generic, AVX2, AVX-512) and
+// the best level the CPU supports runs, like ATen's DispatchStub;
+// KP_CPU_ISA=generic|avx2|avx512 forces a level (read once, at first use).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "runtime/kpdr.h"
+
+namespace kp {
+
+enum class CpuIsa : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
+
+const char* isa_name(CpuIsa isa);
+// The highest level this CPU and this build can run.
+CpuIsa best_supported_isa();
+// The level the kernels use now (KP_CPU_ISA, else the best supported).
+CpuIsa active_isa();
+// Switches the level ("generic", "avx2", "avx512" or "auto"). Returns false and
+// explains in *error when the name is unknown or the CPU cannot run it.
+bool set_active_isa(const std::string& name, std::string* error);
+
+// How kernels split work over threads: fn(begin, end) is called on disjoint
+// ranges covering [begin, end), each at least `grain` long where possible.
+// The default is the library's own thread pool (KP_NUM_THREADS threads, else
+// one per hardware thread); the torch extension installs at::parallel_for so
+// torch.set_num_threads governs its kernels.
+using ParallelFor = void (*)(int64_t begin, int64_t end, int64_t grain,
+                             const std::function<void(int64_t, int64_t)>& fn);
+void set_parallel_for(ParallelFor parallel_for);
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+// The kernels (semantics in kpdr.h). Arguments are trusted: callers validate.
+void rms_norm(const kpdrRmsNormArgs& args);
+void silu(const kpdrSiluArgs& args);
+void rope(const kpdrRopeArgs& args);
+void softmax(const kpdrSoftmaxArgs& args);
+void decode_attention(const kpdrDecodeAttentionArgs& args);
+void prefill_attention(const kpdrPrefillAttentionArgs& args);
+void matmul_vec(const kpdrMatmulVecArgs& args);
+
+}  // namespace kp

@@ -1,0 +1,96 @@
+#include "ops/reference.h"
+
+#include <ATen/ATen.h>
+
+namespace kernel_pytorch::ops::reference {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight;
+}
+
+at::Tensor silu_and_mul(const at::Tensor& x) {
+  const int64_t d = x.size(-1) / 2;
+  return at::silu(x.narrow(-1, 0, d)) * x.narrow(-1, d, d);
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  // cos, sin: [S, D/2] or [B, S, D/2] -> broadcast over heads.
+  const at::Tensor c = cos.unsqueeze(-2).to(x.scalar_type());
+  const at::Tensor s = sin.unsqueeze(-2).to(x.scalar_type());
+  const int64_t half = x.size(-1) / 2;
+  if (interleaved) {
+    const at::Tensor pairs = x.unflatten(-1, {half, 2});
+    const at::Tensor x0 = pairs.select(-1, 0), x1 = pairs.select(-1, 1);
+    return at::stack({x0 * c - x1 * s, x1 * c + x0 * s}, -1).flatten(-2);
+  }
+  const at::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return at::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
+}
+
+namespace {
+
+// softmax(q k^T * scale + mask) v with kv heads repeated for grouped queries.
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& mask,
+                  double scale) {
+  const int64_t group = q.size(1) / k.size(1);
+  const at::Tensor kk = k.repeat_interleave(group, 1), vv = v.repeat_interleave(group, 1);
+  at::Tensor scores = at::matmul(q, kk.transpose(-2, -1)) * scale;
+  if (mask.defined()) scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  // Rows with every key masked give 0, as the kernels do.
+  return at::nan_to_num(at::softmax(scores, -1), 0.0).matmul(vv);
+}
+
+}  // namespace
+
+at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const c10::optional<at::Tensor>& lengths, double scale) {
+  at::Tensor mask;
+  if (lengths.has_value() && lengths->defined()) {
+    const at::Tensor pos = at::arange(k.size(2), lengths->options().dtype(at::kLong));
+    mask = (pos.unsqueeze(0) < lengths->to(at::kLong).unsqueeze(1)).view({q.size(0), 1, 1, k.size(2)});
+  }
+  return attend(q.unsqueeze(2), k, v, mask, scale).squeeze(2);
+}
+
+at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                             double scale) {
+  at::Tensor mask;
+  if (causal) {
+    const int64_t tq = q.size(2), tk = k.size(2);
+    // Bottom-right aligned: query i sees keys j <= i + (tk - tq).
+    mask = at::ones({tq, tk}, q.options().dtype(at::kBool)).tril(tk - tq);
+  }
+  return attend(q, k, v, mask, scale);
+}
+
+}  // namespace kernel_pytorch::ops::reference
+
+namespace kernel_pytorch::ops::reference {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    bool causal, double scale) {
+  const auto acc = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const int64_t group = q.size(1) / k.size(1);
+  const at::Tensor qf = q.to(acc), g = grad_out.to(acc);
+  const at::Tensor kf = k.to(acc).repeat_interleave(group, 1), vf = v.to(acc).repeat_interleave(group, 1);
+  at::Tensor scores = at::matmul(qf, kf.transpose(-2, -1)) * scale;
+  if (causal) {
+    const int64_t tq = q.size(2), tk = k.size(2);
+    const at::Tensor mask = at::ones({tq, tk}, q.options().dtype(at::kBool)).tril(tk - tq);
+    scores = scores.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  }
+  const at::Tensor p = at::nan_to_num(at::softmax(scores, -1), 0.0);
+  const at::Tensor dv = at::matmul(p.transpose(-2, -1), g);
+  const at::Tensor dp = at::matmul(g, vf.transpose(-2, -1));
+  const at::Tensor ds = p * (dp - (dp * p).sum(-1, /*keepdim=*/true)) * scale;
+  const at::Tensor dq = at::matmul(ds, kf);
+  const at::Tensor dk = at::matmul(ds.transpose(-2, -1), qf);
+  // Sum the gradients of the query heads that share each kv head.
+  auto fold = [&](const at::Tensor& t) {
+    return t.unflatten(1, {k.size(1), group}).sum(2);
+  };
+  return {dq.to(q.scalar_type()), fold(dk).to(k.scalar_type()), fold(dv).to(v.scalar_type())};
+}
+
+}  // namespace kernel_pytorch::ops::reference

@@ -1,0 +1,31 @@
+// The ops written with ATen operations: float64 on CPU runs these (the
+// kernel library computes in float32, too coarse for double-precision users
+// and gradcheck). Arguments are validated by the caller.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
+
+namespace kernel_pytorch::ops::reference {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+at::Tensor silu_and_mul(const at::Tensor& x);
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved);
+at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const c10::optional<at::Tensor>& lengths, double scale);
+at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                             double scale);
+
+}  // namespace kernel_pytorch::ops::reference
+
+namespace kernel_pytorch::ops::reference {
+
+// Gradients of softmax(q k^T * scale + causal mask) v with respect to q, k, v
+// (kv heads shared by groups of query heads; causal mask bottom-right
+// aligned), computed in float32 (float64 for float64) from a recomputed
+// probability matrix.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    bool causal, double scale);
+
+}  // namespace kernel_pytorch::ops::reference

@@ -1,0 +1,162 @@
+// kpdrGetKernels of the simulator: its "device" kernels are kernel_pytorch's
+// CPU kernel library (csrc/kernels), enqueued on the stream so they run in
+// stream order with copies, as a real device's kernels would. Device
+// addresses (disguised when host_addressable=0) are resolved to the host
+// memory backing them at launch; the backing stays alive until the kernel ran.
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "error_reporting.h"
+#include "kernels/kernels.h"
+#include "kpdr.h"
+#include "runtime.h"
+
+using myasic::fail;
+using myasic::Runtime;
+
+namespace {
+
+// Resolves the device pointers of one launch and keeps their memory alive.
+class Resolver {
+ public:
+  Resolver(Runtime& runtime, int device, const char* api)
+      : runtime_(runtime), device_(device), api_(api) {}
+
+  // Replaces *ptr (a device address, or NULL when optional) by its host address.
+  template <typename P>
+  kpdrError_t resolve(P** ptr, const char* name, bool optional = false) {
+    if (*ptr == nullptr) {
+      if (optional) return KPDR_SUCCESS;
+      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " is NULL");
+    }
+    myasic::DeviceAllocationView view;
+    if (!runtime_.device_memory().find(*ptr, &view)) {
+      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name +
+                                                " is not device memory of this runtime");
+    }
+    if (view.device != device_) {
+      return fail(KPDR_ERROR_INVALID_VALUE,
+                  std::string(api_) + ": " + name + " lives on device " + std::to_string(view.device) +
+                      " but the stream belongs to device " + std::to_string(device_));
+    }
+    *ptr = static_cast<P*>(myasic::DeviceMemory::host_address(view, *ptr));
+    backings_.push_back(std::move(view.backing));
+    return KPDR_SUCCESS;
+  }
+  std::vector<std::shared_ptr<myasic::HostBacking>> take_backings() { return std::move(backings_); }
+
+ private:
+  Runtime& runtime_;
+  int device_;
+  const char* api_;
+  std::vector<std::shared_ptr<myasic::HostBacking>> backings_;
+};
+
+// Validates the stream, resolves the pointers (`resolve_all` names them) and
+// enqueues `kernel` on a copy of the arguments.
+template <typename Args, typename ResolveAll>
+kpdrError_t launch(const char* api, const Args* args, kpdrStream_t handle,
+                   void (*kernel)(const Args&), ResolveAll resolve_all) {
+  try {
+    Runtime* runtime = nullptr;
+    if (kpdrError_t error = Runtime::acquire(&runtime)) return error;
+    if (args == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": args is NULL");
+    if (handle == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": stream is NULL");
+    std::shared_ptr<myasic::Stream> stream = runtime->streams().find(handle);
+    if (stream == nullptr) {
+      return fail(KPDR_ERROR_INVALID_HANDLE, std::string(api) + ": unknown stream handle");
+    }
+    if (args->dtype != KPDR_DTYPE_FLOAT32 && args->dtype != KPDR_DTYPE_BFLOAT16 &&
+        args->dtype != KPDR_DTYPE_FLOAT16) {
+      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+    }
+    Args resolved = *args;
+    Resolver resolver(*runtime, stream->device(), api);
+    if (kpdrError_t error = resolve_all(resolver, resolved)) return error;
+    auto backings = std::make_shared<std::vector<std::shared_ptr<myasic::HostBacking>>>(resolver.take_backings());
+    return stream->enqueue([resolved, backings, kernel] { kernel(resolved); });
+  } catch (const std::exception& error) {
+    return fail(KPDR_ERROR_UNKNOWN, std::string(api) + ": internal error: " + error.what());
+  }
+}
+
+#define KP_RESOLVE(field, ...) \
+  if (kpdrError_t e = r.resolve(&a.field, #field, ##__VA_ARGS__)) return e
+
+kpdrError_t rms_norm(const kpdrRmsNormArgs* args, kpdrStream_t stream) {
+  return launch("rms_norm", args, stream, &kp::rms_norm, [](Resolver& r, kpdrRmsNormArgs& a) {
+    KP_RESOLVE(x); KP_RESOLVE(weight); KP_RESOLVE(out);
+    KP_RESOLVE(residual, true); KP_RESOLVE(residual_out, a.residual == nullptr);
+    return KPDR_SUCCESS;
+  });
+}
+
+kpdrError_t silu(const kpdrSiluArgs* args, kpdrStream_t stream) {
+  return launch("silu", args, stream, &kp::silu, [](Resolver& r, kpdrSiluArgs& a) {
+    KP_RESOLVE(x); KP_RESOLVE(out);
+    return KPDR_SUCCESS;
+  });
+}
+
+kpdrError_t rope(const kpdrRopeArgs* args, kpdrStream_t stream) {
+  return launch("rope", args, stream, &kp::rope, [](Resolver& r, kpdrRopeArgs& a) {
+    KP_RESOLVE(x); KP_RESOLVE(out); KP_RESOLVE(cos); KP_RESOLVE(sin);
+    return KPDR_SUCCESS;
+  });
+}
+
+kpdrError_t softmax(const kpdrSoftmaxArgs* args, kpdrStream_t stream) {
+  return launch("softmax", args, stream, &kp::softmax, [](Resolver& r, kpdrSoftmaxArgs& a) {
+    KP_RESOLVE(x); KP_RESOLVE(out);
+    return KPDR_SUCCESS;
+  });
+}
+
+kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* args, kpdrStream_t stream) {
+  return launch("decode_attention", args, stream, &kp::decode_attention,
+                [](Resolver& r, kpdrDecodeAttentionArgs& a) {
+                  KP_RESOLVE(q); KP_RESOLVE(k); KP_RESOLVE(v); KP_RESOLVE(out);
+                  KP_RESOLVE(lengths, true);
+                  return KPDR_SUCCESS;
+                });
+}
+
+kpdrError_t prefill_attention(const kpdrPrefillAttentionArgs* args, kpdrStream_t stream) {
+  return launch("prefill_attention", args, stream, &kp::prefill_attention,
+                [](Resolver& r, kpdrPrefillAttentionArgs& a) {
+                  KP_RESOLVE(q); KP_RESOLVE(k); KP_RESOLVE(v); KP_RESOLVE(out);
+                  return KPDR_SUCCESS;
+                });
+}
+
+kpdrError_t matmul_vec(const kpdrMatmulVecArgs* args, kpdrStream_t stream) {
+  return launch("matmul_vec", args, stream, &kp::matmul_vec, [](Resolver& r, kpdrMatmulVecArgs& a) {
+    KP_RESOLVE(w); KP_RESOLVE(x); KP_RESOLVE(out);
+    return KPDR_SUCCESS;
+  });
+}
+
+#undef KP_RESOLVE
+
+}  // namespace
+
+extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
+  if (table == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "kpdrGetKernels: table is NULL");
+  kpdrKernelTable ours{};
+  ours.struct_size = sizeof(kpdrKernelTable);
+  ours.rms_norm = &rms_norm;
+  ours.silu = &silu;
+  ours.rope = &rope;
+  ours.softmax = &softmax;
+  ours.decode_attention = &decode_attention;
+  ours.prefill_attention = &prefill_attention;
+  ours.matmul_vec = &matmul_vec;
+  // Write only what both sides know (either may be built against a newer kpdr.h).
+  const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
+  std::memcpy(static_cast<void*>(table), &ours, size);
+  table->struct_size = static_cast<uint32_t>(size);
+  return KPDR_SUCCESS;
+}
