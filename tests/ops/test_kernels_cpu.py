@@ -1,0 +1,144 @@
+"""Each op on cpu equals an independent plain-PyTorch reference, at every dtype and ISA level.
+
+The cases (kernel_cases.py) cover one element, widths that are not a
+multiple of the vector width, T = 1, a cache length of 1, transposed and
+sliced inputs and zero-size tensors.
+"""
+
+import pytest
+import torch
+
+from kernel_cases import DTYPES, all_case_ids, build_case, check_case
+
+DTYPE_IDS = [str(d).replace("torch.", "") for d in DTYPES]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("op,case", all_case_ids(), ids=[f"{o}-{c}" for o, c in all_case_ids()])
+def test_op_matches_reference_on_cpu(op, case, dtype, cpu_isa):
+    problem = check_case(op, case, dtype, "cpu")
+    assert problem is None, f"{op}[{case}] {dtype} at {cpu_isa}: {problem}"
+
+
+@pytest.mark.parametrize("op,case", all_case_ids(), ids=[f"{o}-{c}" for o, c in all_case_ids()])
+def test_float64_runs_in_double_precision(op, case):
+    problem = check_case(op, case, torch.float64, "cpu")
+    assert problem is None, f"{op}[{case}] float64: {problem}"
+
+
+def test_every_isa_level_gives_the_same_float32_result(cpu_isa):
+    """The levels differ in speed, not in meaning: compare each with generic bit for bit-ish."""
+    import kernel_pytorch.ops as kops
+
+    x = torch.randn(7, 301)
+    w = torch.randn(301)
+    out = kops.rms_norm(x, w)
+    kops.set_cpu_isa("generic")
+    baseline = kops.rms_norm(x, w)
+    kops.set_cpu_isa(cpu_isa)
+    torch.testing.assert_close(out, baseline, atol=1e-6, rtol=1e-6)
+
+
+def test_forced_level_is_reported_by_cpu_isa(cpu_isa):
+    import kernel_pytorch.ops as kops
+
+    assert kops.cpu_isa() == cpu_isa
+
+
+def test_unknown_isa_level_raises_value_error_naming_the_levels():
+    import kernel_pytorch.ops as kops
+
+    with pytest.raises(ValueError, match="generic"):
+        kops.set_cpu_isa("sse9")
+    assert kops.cpu_isa() in ("generic", "avx2", "avx512")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_outputs_are_new_contiguous_tensors(dtype):
+    x = build_case("rms_norm", "transposed", dtype, "cpu")
+    out = torch.ops.kernel_pytorch.rms_norm(*x)
+    assert out.is_contiguous() and out.data_ptr() != x[0].data_ptr()
+
+
+def test_softmax_of_huge_logits_is_finite_and_sums_to_one():
+    x = torch.tensor([[1e4, -1e4, 0.0, 1e4 - 1.0]])
+    y = torch.ops.kernel_pytorch.softmax(x, -1)
+    assert torch.isfinite(y).all()
+    torch.testing.assert_close(y.sum(-1), torch.ones(1))
+
+
+def test_softmax_matches_torch_softmax_exactly_in_shape_and_dim_semantics():
+    x = torch.randn(2, 3, 4)
+    for dim in (0, 1, 2, -1, -2, -3):
+        torch.testing.assert_close(torch.ops.kernel_pytorch.softmax(x, dim), torch.softmax(x, dim))
+
+
+def test_causal_prefill_with_more_queries_than_keys_gives_zero_for_rows_that_see_nothing():
+    # Bottom-right alignment with T=5 queries and S=3 keys: query i sees keys j <= i - 2,
+    # so queries 0 and 1 see none and produce 0 (not NaN).
+    q, k, v = torch.randn(1, 2, 5, 8), torch.randn(1, 1, 3, 8), torch.randn(1, 1, 3, 8)
+    out = torch.ops.kernel_pytorch.prefill_attention(q, k, v, True, None)
+    assert torch.isfinite(out).all()
+    assert out[:, :, :2].abs().max() == 0
+    assert out[:, :, 2:].abs().max() > 0
+
+
+def test_causal_prefill_equals_sdpa_is_causal_when_lengths_match():
+    q, k, v = torch.randn(2, 4, 9, 16), torch.randn(2, 4, 9, 16), torch.randn(2, 4, 9, 16)
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(torch.ops.kernel_pytorch.prefill_attention(q, k, v, True, None), expected,
+                               atol=2e-5, rtol=2e-5)
+
+
+def test_decode_with_full_lengths_equals_decode_without_lengths():
+    q, k, v = torch.randn(2, 8, 16), torch.randn(2, 2, 11, 16), torch.randn(2, 2, 11, 16)
+    full = torch.full((2,), 11, dtype=torch.int64)
+    torch.testing.assert_close(torch.ops.kernel_pytorch.decode_attention(q, k, v, full, None),
+                               torch.ops.kernel_pytorch.decode_attention(q, k, v, None, None))
+
+
+def test_decode_ignores_cache_entries_past_each_length():
+    q, k, v = torch.randn(2, 4, 8), torch.randn(2, 2, 10, 8), torch.randn(2, 2, 10, 8)
+    lengths = torch.tensor([3, 7])
+    out = torch.ops.kernel_pytorch.decode_attention(q, k, v, lengths, None)
+    k2, v2 = k.clone(), v.clone()
+    k2[0, :, 3:], v2[0, :, 3:] = 1e3, 1e3
+    k2[1, :, 7:], v2[1, :, 7:] = float("nan"), float("nan")
+    torch.testing.assert_close(torch.ops.kernel_pytorch.decode_attention(q, k2, v2, lengths, None), out)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_int32_lengths_are_accepted(dtype):
+    q, k, v = torch.randn(2, 4, 8), torch.randn(2, 2, 10, 8), torch.randn(2, 2, 10, 8)
+    out = torch.ops.kernel_pytorch.decode_attention(q, k, v, torch.tensor([3, 7], dtype=dtype), None)
+    expected = torch.ops.kernel_pytorch.decode_attention(q, k, v, torch.tensor([3, 7]), None)
+    torch.testing.assert_close(out, expected)
+
+
+def test_fused_add_rms_norm_sum_is_rounded_to_the_input_dtype():
+    x = torch.randn(4, 64).bfloat16()
+    r = torch.randn(4, 64).bfloat16()
+    _, new_residual = torch.ops.kernel_pytorch.fused_add_rms_norm(x, r, torch.ones(64).bfloat16(), 1e-6)
+    assert torch.equal(new_residual, x + r)
+
+
+def test_inputs_are_not_modified():
+    x, r, w = torch.randn(3, 40), torch.randn(3, 40), torch.randn(40)
+    before = (x.clone(), r.clone(), w.clone())
+    torch.ops.kernel_pytorch.fused_add_rms_norm(x, r, w, 1e-6)
+    for a, b in zip((x, r, w), before):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_results_do_not_depend_on_the_thread_count(threads):
+    previous = torch.get_num_threads()
+    try:
+        x = torch.randn(64, 257)
+        w = torch.randn(257)
+        torch.set_num_threads(1)
+        single = torch.ops.kernel_pytorch.rms_norm(x, w, 1e-6)
+        torch.set_num_threads(threads)
+        torch.testing.assert_close(torch.ops.kernel_pytorch.rms_norm(x, w, 1e-6), single, atol=0, rtol=0)
+    finally:
+        torch.set_num_threads(previous)
