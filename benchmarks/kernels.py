@@ -1,0 +1,433 @@
+"""kernel_pytorch.ops against eager PyTorch, torch.compile and a memory copy, side by side.
+
+For each op at LLM shapes, in float32 and bfloat16, one run times:
+
+* ``eager``   -- the natural unfused PyTorch code (Hugging Face's LlamaRMSNorm,
+  ``F.silu(gate) * up``, ``rotate_half`` rope, ``torch.softmax``,
+  ``F.scaled_dot_product_attention(enable_gqa=True)``, ``torch.mv``);
+* ``compile`` -- ``torch.compile`` (Inductor) of that same eager code;
+* ``ours``    -- ``torch.ops.kernel_pytorch.<op>`` on cpu;
+* ``my_asic`` -- the same op on my_asic (synchronised after every call);
+* ``clone``   -- ``Tensor.clone`` of a buffer moving the same number of bytes
+  (read + written), the memory-bound ceiling of this machine.
+
+Times are medians of several repetitions after warm-up, taken round-robin over
+the variants so that drift on a shared machine hits all of them alike.
+GB/s counts bytes read + bytes written (1 GB = 1e9 bytes) per call; for
+attention it counts q, k, v and the output once (prefill is compute bound:
+its GFLOP/s column is the meaningful one). Ratios: ``x eager`` and
+``x compile`` are speed-ups of ours (>1 is faster), ``of clone`` is ours'
+bandwidth as a fraction of clone's, ``asic/cpu`` is my_asic time / cpu time.
+
+    python benchmarks/kernels.py [--device cpu|my_asic|all] [--quick] [--output kernels.json]
+
+``--quick`` runs small shapes in float32 (a smoke run, well under a minute).
+"""
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import kernel_pytorch  # noqa: F401  (registers my_asic)
+import kernel_pytorch.ops as kops
+from kernel_pytorch import asic
+
+OPS = torch.ops.kernel_pytorch
+EPS = 1e-6
+
+# The issue's targets (issue 6, "Done when").
+MEMORY_BOUND = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "apply_rope")
+
+
+# ------------------------------------------------------------- eager code
+
+def eager_rms_norm(x, weight):
+    """Hugging Face LlamaRMSNorm.forward."""
+    input_dtype = x.dtype
+    hidden = x.to(torch.float32)
+    variance = hidden.pow(2).mean(-1, keepdim=True)
+    hidden = hidden * torch.rsqrt(variance + EPS)
+    return weight * hidden.to(input_dtype)
+
+
+def eager_fused_add_rms_norm(x, residual, weight):
+    s = x + residual
+    return eager_rms_norm(s, weight), s
+
+
+def eager_silu_and_mul(x):
+    d = x.shape[-1] // 2
+    return F.silu(x[..., :d]) * x[..., d:]
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def eager_rope(x, cos_full, sin_full):
+    """Hugging Face apply_rotary_pos_emb on [batch, seq, heads, head_dim] with [seq, head_dim] tables."""
+    c, s = cos_full.unsqueeze(-2), sin_full.unsqueeze(-2)
+    return x * c + _rotate_half(x) * s
+
+
+def eager_softmax(x):
+    return torch.softmax(x, -1)
+
+
+def eager_decode(q, k, v):
+    return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, enable_gqa=True).squeeze(2)
+
+
+def eager_prefill(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def eager_mv(w, x):
+    return torch.mv(w, x)
+
+
+# ------------------------------------------------------------------ cases
+
+def _elt(dtype):
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def make_cases(quick):
+    """Each case: name, shape text, builder(dtype) -> dict(inputs, eager, ours, bytes, flops)."""
+    n, hidden = (256, 1024) if quick else (2048, 4096)
+    inter = 1376 if quick else 11008
+    seq, heads, kv_heads, head_dim = (256, 8, 2, 64) if quick else (2048, 32, 8, 128)
+    cache = 512 if quick else 4096
+    prefill_t = 256 if quick else 2048
+    mv = 1024 if quick else 4096
+
+    def rms(dtype):
+        x, w = torch.randn(n, hidden, dtype=dtype), torch.randn(hidden, dtype=dtype)
+        return dict(inputs=(x, w), eager=eager_rms_norm, ours=lambda x, w: OPS.rms_norm(x, w, EPS),
+                    bytes=(2 * n * hidden + hidden) * _elt(dtype))
+
+    def fused(dtype):
+        x, r, w = torch.randn(n, hidden, dtype=dtype), torch.randn(n, hidden, dtype=dtype), torch.randn(hidden, dtype=dtype)
+        return dict(inputs=(x, r, w), eager=eager_fused_add_rms_norm,
+                    ours=lambda x, r, w: OPS.fused_add_rms_norm(x, r, w, EPS),
+                    bytes=(4 * n * hidden + hidden) * _elt(dtype))
+
+    def swiglu(dtype):
+        x = torch.randn(n, 2 * inter, dtype=dtype)
+        return dict(inputs=(x,), eager=eager_silu_and_mul, ours=OPS.silu_and_mul, bytes=3 * n * inter * _elt(dtype))
+
+    def rope(dtype):
+        x = torch.randn(1, seq, heads, head_dim, dtype=dtype)
+        inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        angles = torch.outer(torch.arange(seq, dtype=torch.float32), inv)
+        cos, sin = angles.cos().to(dtype), angles.sin().to(dtype)
+        cos_full, sin_full = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+        return dict(inputs=(x, cos, sin), eager_inputs=(x, cos_full, sin_full), eager=eager_rope,
+                    ours=lambda x, c, s: OPS.apply_rope(x, c, s, False),
+                    bytes=(2 * x.numel() + 2 * cos.numel()) * _elt(dtype))
+
+    def softmax(dtype):
+        x = torch.randn(n, hidden, dtype=dtype)
+        return dict(inputs=(x,), eager=eager_softmax, ours=lambda x: OPS.softmax(x, -1), bytes=2 * x.numel() * _elt(dtype))
+
+    def decode(batch):
+        def build(dtype):
+            q = torch.randn(batch, heads, head_dim, dtype=dtype)
+            k = torch.randn(batch, kv_heads, cache, head_dim, dtype=dtype)
+            v = torch.randn(batch, kv_heads, cache, head_dim, dtype=dtype)
+            return dict(inputs=(q, k, v), eager=eager_decode,
+                        ours=lambda q, k, v: OPS.decode_attention(q, k, v, None, None),
+                        bytes=(2 * q.numel() + k.numel() + v.numel()) * _elt(dtype),
+                        flops=4.0 * batch * heads * cache * head_dim)
+        return build
+
+    def prefill(dtype):
+        q = torch.randn(1, heads, prefill_t, head_dim, dtype=dtype)
+        k = torch.randn(1, kv_heads, prefill_t, head_dim, dtype=dtype)
+        v = torch.randn(1, kv_heads, prefill_t, head_dim, dtype=dtype)
+        return dict(inputs=(q, k, v), eager=eager_prefill,
+                    ours=lambda q, k, v: OPS.prefill_attention(q, k, v, True, None),
+                    bytes=(2 * q.numel() + k.numel() + v.numel()) * _elt(dtype),
+                    flops=2.0 * heads * prefill_t * prefill_t * head_dim)  # causal: half of 4*T*T*D per head
+
+    def matvec(dtype):
+        w, x = torch.randn(mv, mv, dtype=dtype), torch.randn(mv, dtype=dtype)
+        return dict(inputs=(w, x), eager=eager_mv, ours=OPS.matmul_vec, bytes=(mv * mv + 2 * mv) * _elt(dtype),
+                    flops=2.0 * mv * mv)
+
+    return [
+        ("rms_norm", f"{n}x{hidden}", rms),
+        ("fused_add_rms_norm", f"{n}x{hidden}", fused),
+        ("silu_and_mul", f"{n}x2*{inter}", swiglu),
+        ("apply_rope", f"[1,{seq},{heads},{head_dim}]", rope),
+        ("softmax", f"{n}x{hidden} (last dim)", softmax),
+        ("decode_attention", f"B=1 H={heads} Hkv={kv_heads} T={cache} D={head_dim}", decode(1)),
+        ("decode_attention", f"B=8 H={heads} Hkv={kv_heads} T={cache} D={head_dim}", decode(8)),
+        ("prefill_attention", f"B=1 H={heads} Hkv={kv_heads} T={prefill_t} D={head_dim} causal", prefill),
+        ("matmul_vec", f"{mv}x{mv}", matvec),
+    ]
+
+
+# ----------------------------------------------------------------- timing
+
+class Progress:
+    """A one-line text progress bar on stderr."""
+
+    def __init__(self, total):
+        self.total, self.done, self.start = total, 0, time.perf_counter()
+
+    def step(self, label):
+        self.done += 1
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        elapsed = time.perf_counter() - self.start
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                         f"{elapsed:6.0f}s  {label[:60]:<60}")
+        sys.stderr.flush()
+
+    def close(self):
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _sync_for(args):
+    if any(isinstance(a, torch.Tensor) and a.device.type == "my_asic" for a in args):
+        return torch.my_asic.synchronize
+    return lambda: None
+
+
+def time_round_robin(variants, target_s, min_reps, max_reps, rounds=3):
+    """Seconds per call of each ``name -> (fn, args)``, measured in interleaved rounds.
+
+    Returns ``{name: (median, minimum)}``: the median is the figure reported;
+    the minimum (what the call costs when nothing else runs) goes into the JSON.
+    """
+    samples = {name: [] for name in variants}
+    calls = {}
+    for name, (fn, args) in variants.items():
+        sync = _sync_for(args)
+        start = time.perf_counter()
+        fn(*args)  # warm up (the first call of a compiled function compiles it, elsewhere)
+        sync()
+        one = time.perf_counter() - start
+        calls[name] = (fn, args, sync, max(min_reps, min(max_reps, int(target_s / rounds / max(one, 1e-6)))))
+    for _ in range(rounds):
+        for name, (fn, args, sync, reps) in calls.items():
+            for _ in range(reps):
+                start = time.perf_counter()
+                fn(*args)
+                sync()
+                samples[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(s), min(s)) for name, s in samples.items()}
+
+
+def _max_diff(a, b):
+    a = a if isinstance(a, tuple) else (a,)
+    b = b if isinstance(b, tuple) else (b,)
+    return max(float((x.float().cpu() - y.float().cpu()).abs().max()) if x.numel() else 0.0 for x, y in zip(a, b))
+
+
+def run_case(op, shape, build, dtype, devices, use_compile, target_s, progress):
+    case = build(dtype)
+    inputs = case["inputs"]
+    eager_inputs = case.get("eager_inputs", inputs)
+    label = f"{op} {shape} {str(dtype).replace('torch.', '')}"
+    variants = {}
+    result = {"op": op, "shape": shape, "dtype": str(dtype).replace("torch.", ""), "bytes": case["bytes"],
+              "flops": case.get("flops")}
+
+    variants["eager"] = (case["eager"], eager_inputs)
+    if use_compile:
+        progress.step(label + ": compiling")
+        torch._dynamo.reset()
+        compiled = torch.compile(case["eager"], fullgraph=True, dynamic=False)
+        start = time.perf_counter()
+        compiled(*eager_inputs)
+        result["compile_warmup_s"] = round(time.perf_counter() - start, 2)
+        variants["compile"] = (compiled, eager_inputs)
+    if "cpu" in devices:
+        variants["ours"] = (case["ours"], inputs)
+        result["max_abs_diff_vs_eager"] = _max_diff(case["ours"](*inputs), case["eager"](*eager_inputs))
+    if "my_asic" in devices:
+        dev_inputs = tuple(t.to("my_asic") for t in inputs)
+        torch.my_asic.synchronize()
+        variants["my_asic"] = (case["ours"], dev_inputs)
+        asic.reset_fallback_stats()
+        out = case["ours"](*dev_inputs)
+        torch.my_asic.synchronize()
+        result["my_asic_max_abs_diff_vs_eager"] = _max_diff(out, case["eager"](*eager_inputs))
+    clone_src = torch.empty(max(1, case["bytes"] // 2), dtype=torch.uint8).random_()
+    variants["clone"] = (torch.clone, (clone_src,))
+
+    progress.step(label + ": timing")
+    if "my_asic" in devices:
+        asic.reset_fallback_stats()
+    timed = time_round_robin(variants, target_s=target_s, min_reps=3, max_reps=200)
+    times = {k: v[0] for k, v in timed.items()}
+    result["ms_min"] = {k: v[1] * 1e3 for k, v in timed.items()}
+    if "my_asic" in devices:
+        torch.my_asic.synchronize()
+        stats = asic.fallback_stats()
+        result["my_asic_fallback_calls"] = sum(stats.values())
+        result["my_asic_fallback_ops"] = stats
+    result["ms"] = {k: v * 1e3 for k, v in times.items()}
+    result["gb_per_s"] = {k: case["bytes"] / v / 1e9 for k, v in times.items()}
+    if case.get("flops"):
+        result["gflop_per_s"] = {k: case["flops"] / v / 1e9 for k, v in times.items()}
+    ratios = {}
+    if "ours" in times:
+        ratios["ours_vs_eager_speedup"] = times["eager"] / times["ours"]
+        if "compile" in times:
+            ratios["ours_vs_compile_speedup"] = times["compile"] / times["ours"]
+        ratios["ours_fraction_of_clone_bandwidth"] = times["clone"] / times["ours"]
+    if "my_asic" in times:
+        ratios["my_asic_vs_eager_speedup"] = times["eager"] / times["my_asic"]
+        if "ours" in times:
+            ratios["my_asic_over_cpu_time"] = times["my_asic"] / times["ours"]
+    result["ratios"] = ratios
+    result["targets"] = check_targets(result)
+    return result
+
+
+def check_targets(r):
+    """The issue's targets that apply to this row: name -> met (bool)."""
+    t, ratios = {}, r["ratios"]
+    op = r["op"]
+    if "ours_vs_eager_speedup" in ratios:
+        if op in MEMORY_BOUND:
+            t[">=2.5x eager"] = ratios["ours_vs_eager_speedup"] >= 2.5
+            if "ours_vs_compile_speedup" in ratios:
+                t[">=1.0x compile"] = ratios["ours_vs_compile_speedup"] >= 1.0
+            t[">=0.8x clone"] = ratios["ours_fraction_of_clone_bandwidth"] >= 0.8
+        elif op == "decode_attention" and r["shape"].startswith("B=1"):
+            need = 3.0 if r["dtype"] == "bfloat16" else 2.0
+            t[f">={need:g}x SDPA"] = ratios["ours_vs_eager_speedup"] >= need
+        elif op == "prefill_attention":
+            t[">=1.0x SDPA"] = ratios["ours_vs_eager_speedup"] >= 1.0
+        elif op == "matmul_vec":
+            t[">=0.9x torch.mv"] = ratios["ours_vs_eager_speedup"] >= 0.9
+    if "my_asic_over_cpu_time" in ratios:
+        t["my_asic <=1.1x cpu"] = ratios["my_asic_over_cpu_time"] <= 1.1
+    if "my_asic_fallback_calls" in r:
+        t["my_asic no fallback"] = r["my_asic_fallback_calls"] == 0
+    return t
+
+
+# ----------------------------------------------------------------- output
+
+def _num(v, width, precision=2, suffix=""):
+    """``v`` right-aligned in ``width`` columns, or "-" when absent."""
+    text = "-" if v is None else f"{v:.{precision}f}{suffix}"
+    return f"{text:>{width}}"
+
+
+def print_table(results, out=sys.stdout):
+    """One row per op, shape and dtype: times (ms), ours' GB/s, ratios, my_asic fallback calls, missed targets."""
+    header = (f"{'op':<19}{'shape':<44}{'dtype':<9}"
+              f"{'eager':>9}{'compile':>9}{'ours':>9}{'my_asic':>9}{'clone':>9} |"
+              f"{'GB/s':>7}{'x eager':>9}{'x comp':>8}{'of clone':>9}{'asic/cpu':>9}{'fallbk':>7}  missed targets")
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for r in results:
+        ms, ratios = r["ms"], r["ratios"]
+        misses = [k for k, ok in r["targets"].items() if not ok]
+        fallback = r.get("my_asic_fallback_calls")
+        print(f"{r['op']:<19}{r['shape'][:43]:<44}{r['dtype']:<9}"
+              f"{_num(ms.get('eager'), 9, 3)}{_num(ms.get('compile'), 9, 3)}{_num(ms.get('ours'), 9, 3)}"
+              f"{_num(ms.get('my_asic'), 9, 3)}{_num(ms.get('clone'), 9, 3)} |"
+              f"{_num(r['gb_per_s'].get('ours'), 7, 1)}"
+              f"{_num(ratios.get('ours_vs_eager_speedup'), 9, 2, 'x')}"
+              f"{_num(ratios.get('ours_vs_compile_speedup'), 8, 2, 'x')}"
+              f"{_num(ratios.get('ours_fraction_of_clone_bandwidth'), 9, 2)}"
+              f"{_num(ratios.get('my_asic_over_cpu_time'), 9, 2)}"
+              f"{'-' if fallback is None else fallback:>7}  {', '.join(misses) if misses else 'all met'}", file=out)
+        if r.get("gflop_per_s") and r["op"] == "prefill_attention":
+            g = r["gflop_per_s"]
+            print(f"{'':<19}GFLOP/s: eager {g['eager']:.1f}, compile {_num(g.get('compile'), 1, 1).strip()}, "
+                  f"ours {_num(g.get('ours'), 1, 1).strip()}, my_asic {_num(g.get('my_asic'), 1, 1).strip()}", file=out)
+
+
+def machine_info():
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": model, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "python": platform.python_version(), "backend_info": kops.backend_info()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cpu", "my_asic", "all"], default="all",
+                        help="where ours runs (cpu, my_asic or both; eager, compile and clone always run on cpu)")
+    parser.add_argument("--dtypes", default=None, help="comma-separated (default float32,bfloat16; --quick: float32)")
+    parser.add_argument("--ops", default=None, help="comma-separated subset of op names")
+    parser.add_argument("--quick", action="store_true", help="small shapes, float32, short timing (smoke run)")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (its warm-up is slow)")
+    parser.add_argument("--seconds", type=float, default=None, help="timing budget per variant per case (s)")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--output", default=None, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    devices = {"cpu", "my_asic"} if args.device == "all" else {args.device}
+    if "my_asic" in devices and (not hasattr(torch, "my_asic") or torch.my_asic.device_count() == 0):
+        parser.error("my_asic is not available in this process (see MY_ASIC_ENABLE); use --device cpu")
+    dtypes = [getattr(torch, d) for d in (args.dtypes or ("float32" if args.quick else "float32,bfloat16")).split(",")]
+    target_s = args.seconds if args.seconds is not None else (0.15 if args.quick else 0.6)
+    cases = make_cases(args.quick)
+    if args.ops:
+        wanted = set(args.ops.split(","))
+        unknown = wanted - {c[0] for c in cases}
+        if unknown:
+            parser.error(f"unknown op(s) {sorted(unknown)}")
+        cases = [c for c in cases if c[0] in wanted]
+    use_compile = not args.no_compile
+
+    torch.manual_seed(0)
+    load_before = os.getloadavg()
+    progress = Progress(len(cases) * len(dtypes) * (2 if use_compile else 1))
+    results = []
+    start = time.perf_counter()
+    for dtype in dtypes:
+        for op, shape, build in cases:
+            results.append(run_case(op, shape, build, dtype, devices, use_compile, target_s, progress))
+    progress.close()
+    wall = time.perf_counter() - start
+
+    info = machine_info()
+    info["load_average_before_after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
+    print(f"kernel_pytorch.ops benchmark on {info['cpu']} ({info['logical_cores']} logical cores, "
+          f"torch {info['torch']}, {info['torch_threads']} threads); cpu kernels: {info['backend_info']['cpu']}")
+    print(f"1-minute load average before/after: {info['load_average_before_after']} "
+          f"(above the core count, other processes shared the CPU and the figures are noisy)")
+    print(f"median ms per call; GB/s = (bytes read + written) / time; x eager / x comp = speed-up of ours; "
+          f"of clone = ours' bandwidth / clone's; asic/cpu = my_asic time / cpu time; fallbk = my_asic fallback calls\n")
+    print_table(results)
+    misses = [(r["op"], r["shape"], r["dtype"], k) for r in results for k, ok in r["targets"].items() if not ok]
+    print(f"\n{len(misses)} target(s) missed; total {wall:.0f} s")
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump({"machine": info, "quick": args.quick, "devices": sorted(devices), "wall_s": wall,
+                       "results": results, "missed_targets": [list(m) for m in misses]}, f, indent=1)
+        print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""benchmarks/kernels.py and demos/llama_demo.py run end to end (small settings, fresh processes)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from device_subprocess import REPO_ROOT, subprocess_environment
+
+OPS_IN_BENCHMARK = {"rms_norm", "fused_add_rms_norm", "silu_and_mul", "apply_rope", "softmax",
+                    "decode_attention", "prefill_attention", "matmul_vec"}
+
+
+def run_script(path, *args, cwd, timeout=240):
+    return subprocess.run([sys.executable, str(REPO_ROOT / path), *args], cwd=cwd, env=subprocess_environment(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _benchmark_json(tmp_path, *extra):
+    out = tmp_path / "kernels.json"
+    result = run_script("benchmarks/kernels.py", "--quick", "--seconds", "0.02", "--output", str(out), *extra,
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, json.loads(out.read_text())
+
+
+def test_quick_benchmark_writes_every_op_with_times_ratios_and_no_fallback(tmp_path):
+    result, data = _benchmark_json(tmp_path, "--no-compile")
+    rows = data["results"]
+    assert {r["op"] for r in rows} == OPS_IN_BENCHMARK
+    assert len(rows) == 9  # decode at B=1 and B=8
+    for r in rows:
+        assert set(r["ms"]) == {"eager", "ours", "my_asic", "clone"}, r["op"]
+        assert all(v > 0 for v in r["ms"].values()), r
+        assert r["bytes"] > 0 and r["gb_per_s"]["ours"] > 0
+        assert r["ratios"]["ours_vs_eager_speedup"] > 0 and r["ratios"]["my_asic_over_cpu_time"] > 0
+        assert r["my_asic_fallback_calls"] == 0, (r["op"], r["my_asic_fallback_ops"])
+        assert r["max_abs_diff_vs_eager"] < 1e-3, (r["op"], r["max_abs_diff_vs_eager"])
+        assert r["my_asic_max_abs_diff_vs_eager"] < 1e-3, (r["op"], r["my_asic_max_abs_diff_vs_eager"])
+    assert "x eager" in result.stdout and "rms_norm" in result.stdout
+    assert "]" in result.stderr  # the progress bar
+
+
+@pytest.mark.slow
+def test_benchmark_device_cpu_leaves_my_asic_out(tmp_path):
+    _, data = _benchmark_json(tmp_path, "--no-compile", "--device", "cpu", "--ops", "rms_norm")
+    (row,) = data["results"]
+    assert set(row["ms"]) == {"eager", "ours", "clone"}
+    assert "my_asic_fallback_calls" not in row
+
+
+@pytest.mark.slow
+def test_quick_benchmark_with_torch_compile(tmp_path):
+    _, data = _benchmark_json(tmp_path, "--ops", "rms_norm,silu_and_mul", "--dtypes", "float32,bfloat16")
+    assert len(data["results"]) == 4
+    for r in data["results"]:
+        assert r["ms"]["compile"] > 0 and r["ratios"]["ours_vs_compile_speedup"] > 0
+
+
+@pytest.mark.slow
+def test_benchmark_rejects_an_unknown_op(tmp_path):
+    result = run_script("benchmarks/kernels.py", "--quick", "--ops", "gemm", cwd=tmp_path)
+    assert result.returncode != 0 and "unknown op" in result.stderr
+
+
+DEMO_SMALL = ("--tokens", "4", "--prompt-length", "5", "--hidden", "64", "--layers", "2", "--heads", "4",
+              "--kv-heads", "2", "--intermediate", "96", "--vocab", "64")
+
+
+def test_llama_demo_agrees_with_plain_pytorch_on_cpu_and_my_asic(tmp_path):
+    result = run_script("demos/llama_demo.py", *DEMO_SMALL, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    out = result.stdout
+    assert "PASS" in out and "MISMATCH" not in out
+    assert "cpu and my_asic generated the same tokens: True" in out
+    assert "kernel_pytorch ops among them: none" in out
+    assert "backend_info()" in out and "tok/s" in out
+
+
+@pytest.mark.slow
+def test_llama_demo_bfloat16(tmp_path):
+    result = run_script("demos/llama_demo.py", *DEMO_SMALL, "--dtype", "bfloat16", "--device", "cpu", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "PASS" in result.stdout
