@@ -35,11 +35,17 @@ void note_work_submitted(const c10::Stream& stream);
 void memcpy_async(void* dst, const void* src, size_t bytes, kpdrMemcpyKind kind, const c10::Stream& stream);
 void stream_wait_event(const c10::Stream& stream, kpdrEvent_t event);
 // Enqueues one of the runtime's kernels (kpdrKernelTable) on `stream`.
+// Returns false, having enqueued nothing, when the kernel is absent (null) or
+// answers KPDR_ERROR_NOT_SUPPORTED; raises on any other error.
 template <typename Args>
-void launch_kernel(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args& args,
+bool launch_kernel(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args& args,
                    const c10::Stream& stream) {
-  KPDR_CHECK(kernel(&args, native_stream(stream)));
+  if (kernel == nullptr) return false;
+  const kpdrError_t err = kernel(&args, native_stream(stream));
+  if (err == KPDR_ERROR_NOT_SUPPORTED) return false;
+  KPDR_CHECK(err);
   note_work_submitted(stream);
+  return true;
 }
 
 // Blocks until the current stream of `device` has finished its work. Called

@@ -45,6 +45,7 @@ typedef enum kpdrError {
   KPDR_ERROR_NOT_INITIALIZED = 5,   /* kpdrInit has not succeeded yet */
   KPDR_ERROR_ALREADY_INITIALIZED = 6, /* kpdrInit called a second time */
   KPDR_ERROR_INVALID_HANDLE = 7,    /* unknown pointer, stream or event */
+  KPDR_ERROR_NOT_SUPPORTED = 8,     /* optional feature absent (a kernel for this dtype) */
   KPDR_ERROR_UNKNOWN = 999
 } kpdrError_t;
 
@@ -143,6 +144,9 @@ KPDR_API kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEven
  *    copies. The argument struct may be freed when the launch returns.
  *  - Inputs and outputs never overlap unless an entry says so. Arithmetic
  *    accumulates in float32 whatever the storage dtype.
+ *  - A kernel that cannot handle a call (a dtype the chip lacks, say)
+ *    returns KPDR_ERROR_NOT_SUPPORTED without enqueuing anything; that call
+ *    then runs through the CPU fallback. Any other error is raised to Python.
  */
 
 typedef enum kpdrDtype {

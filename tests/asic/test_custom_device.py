@@ -149,7 +149,7 @@ def tiny_runtime(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "libtinychip.so"
     subprocess.run(
         [compiler, "-O2", "-shared", "-fPIC", "-I", os.path.join(REPO, "csrc", "runtime"),
-         TINY_RUNTIME_SOURCE, "-o", str(out)],
+         TINY_RUNTIME_SOURCE, "-lm", "-o", str(out)],
         check=True,
     )
     return str(out)
@@ -175,6 +175,27 @@ y = (x @ x.T).cpu()
 print(",".join(names), y.tolist() == (torch.arange(6.0).reshape(2, 3) @ torch.arange(6.0).reshape(2, 3).T).tolist())
 """)
     assert out.split() == ["TinyChip-0,TinyChip-1,TinyChip-2", "True"]
+
+
+def test_a_runtime_brings_its_own_kernel_and_the_rest_falls_back(tiny_runtime):
+    # TinyChip's kernel table has a float32 silu only: that call runs on the
+    # "chip"; bfloat16 silu (KPDR_ERROR_NOT_SUPPORTED) and rms_norm (absent)
+    # run through the counted CPU fallback, with the same results.
+    out = run_ok(TINY_BACKEND + f"""
+import kernel_pytorch.ops as kops
+register_custom_device(TinyBackend("my_asic"), PrivateUse1Config(backend_library={tiny_runtime!r}))
+x = torch.randn(4, 10)
+torch.my_asic.reset_fallback_stats()
+ok = torch.allclose(kops.silu(x.to("my_asic")).cpu(), torch.nn.functional.silu(x), atol=1e-6)
+native = dict(torch.my_asic.fallback_stats())
+kops.silu(x.to("my_asic", torch.bfloat16))
+kops.rms_norm(x.to("my_asic"), torch.ones(10, device="my_asic"))
+fell_back = torch.my_asic.fallback_stats()
+print(ok, native.get("kernel_pytorch::silu", 0), fell_back.get("kernel_pytorch::silu"),
+      fell_back.get("kernel_pytorch::rms_norm"), kops.backend_info()["my_asic"])
+""")
+    assert out.split()[:4] == ["True", "0", "1", "1"]
+    assert "cpu fallback for" in out and "rms_norm" in out
 
 
 def test_runtime_that_disagrees_with_the_backend_is_reported(tiny_runtime):

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
@@ -244,29 +245,37 @@ constexpr int64_t kKeyBlock = 64;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // o[r] += sum_j p[r][j] * v[j] for rows r < rows, j < keys; o rows hold d floats.
+// Register tile: 4 rows x 2 vectors of o (named accumulators, so they stay in
+// registers), streaming the keys.
 inline void accumulate_pv(float* o, int64_t rows, const float* p, int64_t p_stride,
                           const float* v, int64_t keys, int64_t d) {
   int64_t c = 0;
   for (; c + 2 * W <= d; c += 2 * W) {
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) {
-      Vec acc[4][2];
-      for (int i = 0; i < 4; ++i) {
-        acc[i][0] = Vec::load(o + (r + i) * d + c);
-        acc[i][1] = Vec::load(o + (r + i) * d + c + W);
-      }
+      float* o0 = o + r * d + c;
+      float* o1 = o0 + d;
+      float* o2 = o1 + d;
+      float* o3 = o2 + d;
+      const float* p0 = p + r * p_stride;
+      const float* p1 = p0 + p_stride;
+      const float* p2 = p1 + p_stride;
+      const float* p3 = p2 + p_stride;
+      Vec a00 = Vec::load(o0), a01 = Vec::load(o0 + W), a10 = Vec::load(o1), a11 = Vec::load(o1 + W);
+      Vec a20 = Vec::load(o2), a21 = Vec::load(o2 + W), a30 = Vec::load(o3), a31 = Vec::load(o3 + W);
       for (int64_t j = 0; j < keys; ++j) {
-        Vec v0 = Vec::load(v + j * d + c), v1 = Vec::load(v + j * d + c + W);
-        for (int i = 0; i < 4; ++i) {
-          Vec pj = Vec::set1(p[(r + i) * p_stride + j]);
-          acc[i][0] = Vec::fmadd(pj, v0, acc[i][0]);
-          acc[i][1] = Vec::fmadd(pj, v1, acc[i][1]);
-        }
+        const Vec v0 = Vec::load(v + j * d + c), v1 = Vec::load(v + j * d + c + W);
+        Vec pj = Vec::set1(p0[j]);
+        a00 = Vec::fmadd(pj, v0, a00); a01 = Vec::fmadd(pj, v1, a01);
+        pj = Vec::set1(p1[j]);
+        a10 = Vec::fmadd(pj, v0, a10); a11 = Vec::fmadd(pj, v1, a11);
+        pj = Vec::set1(p2[j]);
+        a20 = Vec::fmadd(pj, v0, a20); a21 = Vec::fmadd(pj, v1, a21);
+        pj = Vec::set1(p3[j]);
+        a30 = Vec::fmadd(pj, v0, a30); a31 = Vec::fmadd(pj, v1, a31);
       }
-      for (int i = 0; i < 4; ++i) {
-        acc[i][0].store(o + (r + i) * d + c);
-        acc[i][1].store(o + (r + i) * d + c + W);
-      }
+      a00.store(o0); a01.store(o0 + W); a10.store(o1); a11.store(o1 + W);
+      a20.store(o2); a21.store(o2 + W); a30.store(o3); a31.store(o3 + W);
     }
     for (; r < rows; ++r) {
       Vec a0 = Vec::load(o + r * d + c), a1 = Vec::load(o + r * d + c + W);
@@ -290,26 +299,35 @@ inline void accumulate_pv(float* o, int64_t rows, const float* p, int64_t p_stri
 
 // s[r][j] = q[r] . k[j] for rows r < rows, keys j < keys, with kt the keys
 // transposed ([d][key_stride] floats) so the inner loop is an outer product.
+// Register tile: 4 rows x 2 vectors of keys, in named accumulators.
 inline void scores_qk(float* s, int64_t s_stride, const float* q, int64_t rows,
                       const float* kt, int64_t key_stride, int64_t keys, int64_t d) {
   int64_t j = 0;
   for (; j + 2 * W <= keys; j += 2 * W) {
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) {
-      Vec acc[4][2];
-      for (int i = 0; i < 4; ++i) acc[i][0] = acc[i][1] = Vec::zero();
+      const float* q0 = q + r * d;
+      const float* q1 = q0 + d;
+      const float* q2 = q1 + d;
+      const float* q3 = q2 + d;
+      Vec a00 = Vec::zero(), a01 = Vec::zero(), a10 = Vec::zero(), a11 = Vec::zero();
+      Vec a20 = Vec::zero(), a21 = Vec::zero(), a30 = Vec::zero(), a31 = Vec::zero();
       for (int64_t c = 0; c < d; ++c) {
-        Vec k0 = Vec::load(kt + c * key_stride + j), k1 = Vec::load(kt + c * key_stride + j + W);
-        for (int i = 0; i < 4; ++i) {
-          Vec qv = Vec::set1(q[(r + i) * d + c]);
-          acc[i][0] = Vec::fmadd(qv, k0, acc[i][0]);
-          acc[i][1] = Vec::fmadd(qv, k1, acc[i][1]);
-        }
+        const Vec k0 = Vec::load(kt + c * key_stride + j), k1 = Vec::load(kt + c * key_stride + j + W);
+        Vec qv = Vec::set1(q0[c]);
+        a00 = Vec::fmadd(qv, k0, a00); a01 = Vec::fmadd(qv, k1, a01);
+        qv = Vec::set1(q1[c]);
+        a10 = Vec::fmadd(qv, k0, a10); a11 = Vec::fmadd(qv, k1, a11);
+        qv = Vec::set1(q2[c]);
+        a20 = Vec::fmadd(qv, k0, a20); a21 = Vec::fmadd(qv, k1, a21);
+        qv = Vec::set1(q3[c]);
+        a30 = Vec::fmadd(qv, k0, a30); a31 = Vec::fmadd(qv, k1, a31);
       }
-      for (int i = 0; i < 4; ++i) {
-        acc[i][0].store(s + (r + i) * s_stride + j);
-        acc[i][1].store(s + (r + i) * s_stride + j + W);
-      }
+      float* s0 = s + r * s_stride + j;
+      a00.store(s0); a01.store(s0 + W);
+      a10.store(s0 + s_stride); a11.store(s0 + s_stride + W);
+      a20.store(s0 + 2 * s_stride); a21.store(s0 + 2 * s_stride + W);
+      a30.store(s0 + 3 * s_stride); a31.store(s0 + 3 * s_stride + W);
     }
     for (; r < rows; ++r) {
       Vec a0 = Vec::zero(), a1 = Vec::zero();
@@ -338,7 +356,13 @@ inline void online_softmax_block(float* s, int64_t s_stride, int64_t rows, int64
   for (int64_t r = 0; r < rows; ++r) {
     float* sr = s + r * s_stride;
     float bm = kNegInf;
-    for (int64_t j = 0; j < keys; ++j) bm = std::max(bm, sr[j]);
+    int64_t jm = 0;
+    if (keys >= W) {
+      Vec vmax = Vec::load(sr);
+      for (jm = W; jm + W <= keys; jm += W) vmax = Vec::max(vmax, Vec::load(sr + jm));
+      bm = vmax.reduce_max();
+    }
+    for (; jm < keys; ++jm) bm = std::max(bm, sr[jm]);
     const float m_new = std::max(m[r], bm);
     if (m_new == kNegInf) {  // everything masked so far
       for (int64_t j = 0; j < keys; ++j) sr[j] = 0.f;
@@ -386,30 +410,33 @@ struct AttentionScratch {
   }
 };
 
-// Loads keys [j0, j0 + n) of one head: transposed into kt, and v as rows.
+// Converts keys [j0, j0 + n) of one head to float: transposed into kt
+// ([d][kKeyBlock]) and v as rows ([n][d]).
 template <typename T>
-void load_kv_block(AttentionScratch& w, const T* k, int64_t k_pos_stride, const T* v,
-                   int64_t v_pos_stride, int64_t j0, int64_t n, int64_t d) {
-  float* row = w.v.data();  // borrow v's first row as a staging buffer for k
+void convert_kv_block(float* kt, float* vout, const T* k, int64_t k_pos_stride, const T* v,
+                      int64_t v_pos_stride, int64_t j0, int64_t n, int64_t d) {
+  float* row = vout;  // v's first row doubles as the staging buffer for k
   for (int64_t j = 0; j < n; ++j) {
     to_floats(k + (j0 + j) * k_pos_stride, row, d);
-    for (int64_t c = 0; c < d; ++c) w.kt[c * kKeyBlock + j] = row[c];
+    for (int64_t c = 0; c < d; ++c) kt[c * kKeyBlock + j] = row[c];
   }
-  for (int64_t j = 0; j < n; ++j) to_floats(v + (j0 + j) * v_pos_stride, w.v.data() + j * d, d);
+  for (int64_t j = 0; j < n; ++j) to_floats(v + (j0 + j) * v_pos_stride, vout + j * d, d);
 }
 
 // Attention of `rows` query rows (already in w.q, pre-scaled) over keys
-// [0, n_keys); row r may see keys j <= r + diag when causal (diag = position
-// of row 0 among the keys). Leaves o, m, l in w.
-template <typename T>
-void attend(AttentionScratch& w, int64_t rows, const T* k, int64_t k_pos_stride, const T* v,
-            int64_t v_pos_stride, int64_t key_begin, int64_t key_end, int64_t d, bool causal,
-            int64_t diag) {
+// [key_begin, key_end); row r may see keys j <= r + diag when causal (diag =
+// position of row 0 among the keys). `block(j0, n, &kt, &v)` provides the
+// keys and values of a block as float. Leaves o, m, l in w.
+template <typename Blocks>
+void attend(AttentionScratch& w, int64_t rows, Blocks&& block, int64_t key_begin, int64_t key_end,
+            int64_t d, bool causal, int64_t diag) {
   for (int64_t j0 = key_begin; j0 < key_end; j0 += kKeyBlock) {
     const int64_t n = std::min(kKeyBlock, key_end - j0);
     if (causal && j0 > diag + rows - 1) break;  // every later key is masked for every row
-    load_kv_block(w, k, k_pos_stride, v, v_pos_stride, j0, n, d);
-    scores_qk(w.s.data(), kKeyBlock, w.q.data(), rows, w.kt.data(), kKeyBlock, n, d);
+    const float* kt;
+    const float* v;
+    block(j0, n, &kt, &v);
+    scores_qk(w.s.data(), kKeyBlock, w.q.data(), rows, kt, kKeyBlock, n, d);
     if (causal && j0 + n - 1 > diag) {
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t first_masked = std::max<int64_t>(0, r + diag + 1 - j0);
@@ -417,7 +444,7 @@ void attend(AttentionScratch& w, int64_t rows, const T* k, int64_t k_pos_stride,
       }
     }
     online_softmax_block(w.s.data(), kKeyBlock, rows, n, w.m.data(), w.l.data(), w.o.data(), d);
-    accumulate_pv(w.o.data(), rows, w.s.data(), kKeyBlock, w.v.data(), n, d);
+    accumulate_pv(w.o.data(), rows, w.s.data(), kKeyBlock, v, n, d);
   }
 }
 
@@ -427,6 +454,40 @@ inline void reset_state(AttentionScratch& w, int64_t rows, int64_t d) {
   std::fill(w.l.begin(), w.l.begin() + rows, 0.f);
 }
 
+// The keys and values of one kv head converted to float once and kept while a
+// thread's consecutive tasks (query blocks, and the query heads of a group)
+// read the same head: a block is converted on first use.
+template <typename T>
+class KvHeadCache {
+ public:
+  void bind(const T* k, int64_t k_pos_stride, const T* v, int64_t v_pos_stride, int64_t len, int64_t d) {
+    if (k == k_ && v == v_) return;
+    k_ = k; v_ = v; k_stride_ = k_pos_stride; v_stride_ = v_pos_stride; d_ = d;
+    const int64_t blocks = (len + kKeyBlock - 1) / kKeyBlock;
+    kt_.resize(blocks * d * kKeyBlock);
+    v_rows_.resize(blocks * kKeyBlock * d);
+    ready_.assign(blocks, 0);
+  }
+  void operator()(int64_t j0, int64_t n, const float** kt, const float** v) {
+    const int64_t b = j0 / kKeyBlock;
+    float* bk = kt_.data() + b * d_ * kKeyBlock;
+    float* bv = v_rows_.data() + b * kKeyBlock * d_;
+    if (!ready_[b]) {
+      convert_kv_block(bk, bv, k_, k_stride_, v_, v_stride_, j0, n, d_);
+      ready_[b] = 1;
+    }
+    *kt = bk;
+    *v = bv;
+  }
+
+ private:
+  const T* k_ = nullptr;
+  const T* v_ = nullptr;
+  int64_t k_stride_ = 0, v_stride_ = 0, d_ = 0;
+  std::vector<float> kt_, v_rows_;
+  std::vector<char> ready_;
+};
+
 template <typename T>
 void prefill_tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
   constexpr int64_t kQueryBlock = 64;
@@ -434,22 +495,24 @@ void prefill_tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
   const int64_t qblocks = (a.seq_q + kQueryBlock - 1) / kQueryBlock;
   AttentionScratch w;
   w.reserve(kQueryBlock, d);
+  KvHeadCache<T> kv;
   for (int64_t task = t0; task < t1; ++task) {
-    // Query blocks vary fastest, so any contiguous range of tasks mixes the
-    // cheap early blocks and the expensive late ones of a causal mask.
+    // Query blocks vary fastest, then the heads of a group: consecutive tasks
+    // share a kv head (converted once), and any contiguous range of tasks mixes
+    // the cheap early blocks and the expensive late ones of a causal mask.
     const int64_t qb = task % qblocks, bh = task / qblocks;
     const int64_t b = bh / a.heads, h = bh % a.heads, kvh = h / group;
     const int64_t i0 = qb * kQueryBlock, rows = std::min(kQueryBlock, a.seq_q - i0);
     const T* q = at<T>(a.q, b * a.q_stride[0] + h * a.q_stride[1]);
-    const T* k = at<T>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]);
-    const T* v = at<T>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]);
+    kv.bind(at<T>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]), a.k_stride[2],
+            at<T>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]), a.v_stride[2], a.seq_kv, d);
     for (int64_t r = 0; r < rows; ++r) {
       to_floats(q + (i0 + r) * a.q_stride[2], w.q.data() + r * d, d);
       for (int64_t c = 0; c < d; ++c) w.q[r * d + c] *= a.scale;
     }
     reset_state(w, rows, d);
     const int64_t diag = i0 + (a.seq_kv - a.seq_q);
-    attend(w, rows, k, a.k_stride[2], v, a.v_stride[2], 0, a.seq_kv, d, a.causal != 0, diag);
+    attend(w, rows, kv, 0, a.seq_kv, d, a.causal != 0, diag);
     for (int64_t r = 0; r < rows; ++r) {
       T* out = at<T>(a.out, b * a.out_stride[0] + h * a.out_stride[1] + (i0 + r) * a.out_stride[2]);
       store_normalised(out, w.o.data() + r * d, w.l[r], d);
@@ -464,6 +527,45 @@ inline void prefill_attention(const kpdrPrefillAttentionArgs& a) {
     kp::parallel_for(0, a.batch * a.heads * qblocks, 1,
                      [&](int64_t b, int64_t e) { prefill_tasks<T>(a, b, e); });
   });
+}
+
+// s[r][j] = q[r] . k[j] for a few rows (the query heads of a group) with keys
+// read as rows of the storage type: each key is loaded once for all rows.
+template <typename T>
+void scores_rows(float* s, int64_t s_stride, const float* q, int64_t rows, const T* k,
+                 int64_t k_pos_stride, int64_t n, int64_t d) {
+  for (int64_t j = 0; j < n; ++j) {
+    const T* kj = k + j * k_pos_stride;
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      const float* q0 = q + r * d;
+      Vec a0 = Vec::zero(), a1 = Vec::zero(), a2 = Vec::zero(), a3 = Vec::zero();
+      int64_t c = 0;
+      for (; c + W <= d; c += W) {
+        const Vec kv = Vec::load(kj + c);
+        a0 = Vec::fmadd(Vec::load(q0 + c), kv, a0);
+        a1 = Vec::fmadd(Vec::load(q0 + d + c), kv, a1);
+        a2 = Vec::fmadd(Vec::load(q0 + 2 * d + c), kv, a2);
+        a3 = Vec::fmadd(Vec::load(q0 + 3 * d + c), kv, a3);
+      }
+      float s0 = a0.reduce_add(), s1 = a1.reduce_add(), s2 = a2.reduce_add(), s3 = a3.reduce_add();
+      for (; c < d; ++c) {
+        const float kc = to_float(kj[c]);
+        s0 += q0[c] * kc; s1 += q0[d + c] * kc; s2 += q0[2 * d + c] * kc; s3 += q0[3 * d + c] * kc;
+      }
+      s[r * s_stride + j] = s0; s[(r + 1) * s_stride + j] = s1;
+      s[(r + 2) * s_stride + j] = s2; s[(r + 3) * s_stride + j] = s3;
+    }
+    for (; r < rows; ++r) {
+      const float* qr = q + r * d;
+      Vec a = Vec::zero();
+      int64_t c = 0;
+      for (; c + W <= d; c += W) a = Vec::fmadd(Vec::load(qr + c), Vec::load(kj + c), a);
+      float acc = a.reduce_add();
+      for (; c < d; ++c) acc += qr[c] * to_float(kj[c]);
+      s[r * s_stride + j] = acc;
+    }
+  }
 }
 
 // Decode: the query heads of one kv head form the rows, so each cached key
@@ -481,7 +583,19 @@ void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kvh, int6
   reset_state(w, group, d);
   const T* k = at<T>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]);
   const T* v = at<T>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]);
-  attend(w, group, k, a.k_stride[2], v, a.v_stride[2], j0, j1, d, false, 0);
+  for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
+    const int64_t n = std::min(kKeyBlock, j1 - b0);
+    scores_rows(w.s.data(), kKeyBlock, w.q.data(), group, k + b0 * a.k_stride[2], a.k_stride[2], n, d);
+    online_softmax_block(w.s.data(), kKeyBlock, group, n, w.m.data(), w.l.data(), w.o.data(), d);
+    const float* vf;
+    if (std::is_same_v<T, float> && a.v_stride[2] == d) {
+      vf = reinterpret_cast<const float*>(v + b0 * d);  // already float rows
+    } else {
+      for (int64_t j = 0; j < n; ++j) to_floats(v + (b0 + j) * a.v_stride[2], w.v.data() + j * d, d);
+      vf = w.v.data();
+    }
+    accumulate_pv(w.o.data(), group, w.s.data(), kKeyBlock, vf, n, d);
+  }
 }
 
 inline void decode_attention(const kpdrDecodeAttentionArgs& a) {

@@ -36,6 +36,8 @@ const char* error_string(kpdrError_t code) {
       return "KPDR_ERROR_ALREADY_INITIALIZED: kpdrInit was already called successfully";
     case KPDR_ERROR_INVALID_HANDLE:
       return "KPDR_ERROR_INVALID_HANDLE: unknown pointer, stream or event";
+    case KPDR_ERROR_NOT_SUPPORTED:
+      return "KPDR_ERROR_NOT_SUPPORTED: the runtime does not implement this (optional) operation";
     case KPDR_ERROR_UNKNOWN:
       return "KPDR_ERROR_UNKNOWN: internal runtime error";
   }

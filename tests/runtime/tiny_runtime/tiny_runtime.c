@@ -4,6 +4,9 @@
  * header is the only contract. "TinyChip": 3 devices of 1 GiB, host
  * addressable, fully synchronous (copies happen inside kpdrMemcpyAsync, events
  * timestamp when recorded), so streams are always idle and events complete.
+ * One kernel of the optional table, a float32 silu, shows a chip bringing its
+ * own kernels: other dtypes answer KPDR_ERROR_NOT_SUPPORTED and other ops are
+ * absent, so kernel_pytorch runs those through its CPU fallback.
  * Build: cc -shared -fPIC -I csrc/runtime tiny_runtime.c -o libtinychip.so
  */
 #define _POSIX_C_SOURCE 200809L
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 
 #include "kpdr.h"
@@ -244,5 +248,35 @@ kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEvent_t end) 
   if (!start->recorded || !end->recorded)
     return fail(KPDR_ERROR_INVALID_VALUE, "an event was never recorded");
   *ms = (float)(end->ms - start->ms);
+  return KPDR_SUCCESS;
+}
+
+/* --- the optional kernel table: one kernel -------------------------------- */
+
+static kpdrError_t tiny_silu(const kpdrSiluArgs* a, kpdrStream_t stream) {
+  if (!a || !stream) return fail(KPDR_ERROR_INVALID_VALUE, "NULL argument");
+  if (a->dtype != KPDR_DTYPE_FLOAT32)
+    return fail(KPDR_ERROR_NOT_SUPPORTED, "TinyChip's silu handles float32 only");
+  /* Synchronous like everything here: the "device" is the host. */
+  for (int64_t r = 0; r < a->rows; ++r) {
+    const float* x = (const float*)a->x + r * a->x_row_stride;
+    float* out = (float*)a->out + r * a->out_row_stride;
+    for (int64_t i = 0; i < a->cols; ++i) {
+      float s = x[i] / (1.0f + expf(-x[i]));
+      out[i] = a->gated ? s * x[a->cols + i] : s;
+    }
+  }
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
+  if (!table) return fail(KPDR_ERROR_INVALID_VALUE, "table is NULL");
+  kpdrKernelTable ours;
+  memset(&ours, 0, sizeof(ours));
+  ours.struct_size = sizeof(ours);
+  ours.silu = tiny_silu;
+  size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
+  memcpy(table, &ours, size);
+  table->struct_size = (uint32_t)size;
   return KPDR_SUCCESS;
 }

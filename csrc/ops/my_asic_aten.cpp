@@ -1,0 +1,134 @@
+// Standard PyTorch calls on my_asic tensors that the runtime's kernels serve,
+// so unmodified models use them: F.scaled_dot_product_attention (through
+// PyTorch's overrideable fused-attention backend, chosen by _fused_sdp_choice),
+// F.silu and torch.softmax. Cases the kernels do not cover (attention masks,
+// dropout, other dtypes, a runtime without the kernel) take PyTorch's usual
+// path: the math decomposition or the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/SDPBackend.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "aten/cpu_fallback.h"
+#include "aten/runtime.h"
+#include "aten/streams.h"
+#include "ops/op_args.h"
+#include "ops/reference.h"
+
+namespace kernel_pytorch::ops {
+namespace {
+
+bool kernel_dtype_ok(const at::Tensor& t) {
+  const auto s = t.scalar_type();
+  return s == at::kFloat || s == at::kBFloat16 || s == at::kHalf;
+}
+
+template <typename Args>
+bool launch(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args& args, const at::Tensor& like) {
+  return launch_kernel(kernel, args, current_stream(like.device().index()));
+}
+
+torch::jit::Stack fallback(const char* name, torch::jit::Stack stack) {
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
+  run_cpu_fallback(op, &stack);
+  return stack;
+}
+
+int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const c10::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
+                         c10::optional<double> scale, bool enable_gqa) {
+  const auto& kernels = runtime_kernels();
+  const bool ok =
+      kernels.prefill_attention != nullptr && kernels.decode_attention != nullptr &&
+      !(attn_mask.has_value() && attn_mask->defined()) && dropout_p == 0.0 && q.dim() == 4 &&
+      k.dim() == 4 && v.dim() == 4 && kernel_dtype_ok(q) && k.scalar_type() == q.scalar_type() &&
+      v.scalar_type() == q.scalar_type() && k.sizes() == v.sizes() && q.size(0) == k.size(0) &&
+      q.size(3) == k.size(3) && k.size(1) > 0 && q.size(1) % k.size(1) == 0 &&
+      (q.size(1) == k.size(1) || enable_gqa) &&
+      // PyTorch's is_causal masks top-left aligned; ours agrees when the lengths do.
+      (!is_causal || q.size(2) == k.size(2)) && k.size(2) > 0;
+  return static_cast<int64_t>(ok ? at::SDPBackend::overrideable : at::SDPBackend::math);
+}
+
+double sdpa_scale(const at::Tensor& q, c10::optional<double> scale) {
+  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
+sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const c10::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                  bool return_debug_mask, c10::optional<double> scale) {
+  TORCH_CHECK(!(attn_bias.has_value() && attn_bias->defined()) && dropout_p == 0.0,
+              "my_asic: the fused attention kernels take no attention mask and no dropout; "
+              "_fused_sdp_choice routes those calls to the math implementation");
+  c10::DeviceGuard guard(q.device());
+  const double s = sdpa_scale(q, scale);
+  at::Tensor out;
+  bool done = q.numel() == 0;
+  if (q.size(2) == 1 && !is_causal) {
+    auto c = prepare_decode_attention("scaled_dot_product_attention", q.select(2, 0), k, v,
+                                      c10::nullopt, at::Tensor(), s);
+    done = done || launch(runtime_kernels().decode_attention, c.args, q);
+    out = c.out.unsqueeze(2);
+  } else {
+    auto c = prepare_prefill_attention("scaled_dot_product_attention", q, k, v, is_causal, s);
+    done = done || launch(runtime_kernels().prefill_attention, c.args, q);
+    out = c.out;
+  }
+  if (!done) {  // the runtime declined this dtype: PyTorch's math implementation
+    const int64_t group = q.size(1) / k.size(1);
+    out = std::get<0>(at::_scaled_dot_product_attention_math(
+        q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), c10::nullopt, 0.0, is_causal,
+        c10::nullopt, s));
+  }
+  // The kernels keep no logsumexp: the backward recomputes the probabilities.
+  const auto none = at::empty({0}, q.options());
+  const auto no_seed = at::empty({0}, q.options().dtype(at::kLong));
+  return {out, at::empty({0}, q.options().dtype(at::kFloat)), none, none, q.size(2), k.size(2),
+          no_seed, no_seed, none};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+    const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k,
+    c10::SymInt max_q, c10::SymInt max_k, double dropout_p, bool is_causal, const at::Tensor& philox_seed,
+    const at::Tensor& philox_offset, c10::optional<double> scale) {
+  c10::DeviceGuard guard(q.device());
+  auto [dq, dk, dv] = reference::attention_backward(grad_out, q, k, v, is_causal, sdpa_scale(q, scale));
+  return {dq, dk, dv, at::Tensor()};
+}
+
+at::Tensor silu(const at::Tensor& x) {
+  if (kernel_dtype_ok(x)) {
+    c10::DeviceGuard guard(x.device());
+    auto c = prepare_silu("silu", x, false);
+    if (c.args.cols == 0 || launch(runtime_kernels().silu, c.args, x)) return c.out;
+  }
+  return fallback("aten::silu", {x})[0].toTensor();
+}
+
+at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
+  if (kernel_dtype_ok(x) && !half_to_float) {
+    c10::DeviceGuard guard(x.device());
+    auto c = prepare_softmax("softmax", x, dim);
+    if (c.args.rows == 0 || c.args.cols == 0 || launch(runtime_kernels().softmax, c.args, x)) {
+      return c.result().contiguous();
+    }
+  }
+  return fallback("aten::_softmax", {x, dim, half_to_float})[0].toTensor();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_sdp_choice", &fused_sdp_choice);
+  m.impl("_scaled_dot_product_fused_attention_overrideable", &sdpa_overrideable);
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", &sdpa_overrideable_backward);
+  m.impl("silu", &silu);
+  m.impl("_softmax", &softmax);
+}
+
+}  // namespace kernel_pytorch::ops
