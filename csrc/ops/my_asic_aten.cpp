@@ -1,11 +1,13 @@
 // Standard PyTorch calls on my_asic tensors that the runtime's kernels serve,
 // so unmodified models use them: F.scaled_dot_product_attention (through
 // PyTorch's overrideable fused-attention backend, chosen by _fused_sdp_choice),
-// F.silu and torch.softmax. Cases the kernels do not cover (attention masks,
+// F.rms_norm (through aten::_fused_rms_norm), F.silu and torch.softmax. Cases the kernels do not cover (attention masks,
 // dropout, other dtypes, a runtime without the kernel) take PyTorch's usual
 // path: the math decomposition or the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/SDPBackend.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/transformers/attention.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -121,9 +123,47 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
   return fallback("aten::_softmax", {x, dim, half_to_float})[0].toTensor();
 }
 
+// F.rms_norm's fused form: (out, rstd) with rstd float32 of shape
+// input.shape[:-1] + [1]; the backward (aten::_fused_rms_norm_backward) runs
+// through the fallback from that rstd.
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& x, at::IntArrayRef normalized_shape,
+                                                  const c10::optional<at::Tensor>& weight,
+                                                  c10::optional<double> eps) {
+  const bool served = normalized_shape.size() == 1 && x.dim() >= 1 && weight.has_value() &&
+                      weight->defined() && kernel_dtype_ok(x) && weight->scalar_type() == x.scalar_type();
+  if (served) {
+    c10::DeviceGuard guard(x.device());
+    // F.rms_norm's default eps is the dtype's machine epsilon.
+    double e = 1.1920928955078125e-07;
+    if (eps.has_value()) e = *eps;
+    else if (x.scalar_type() == at::kHalf) e = 0.0009765625;
+    else if (x.scalar_type() == at::kBFloat16) e = 0.0078125;
+    auto c = prepare_rms_norm("rms_norm", x, at::Tensor(), *weight, e);
+    auto rstd_shape = x.sizes().vec();
+    rstd_shape.back() = 1;
+    at::Tensor rstd = at::empty(rstd_shape, x.options().dtype(at::kFloat));
+    c.args.rstd = rstd.data_ptr();
+    if (c.args.rows == 0 || c.args.cols == 0 || launch(runtime_kernels().rms_norm, c.args, x)) {
+      return {c.out, rstd};
+    }
+  }
+  auto s = fallback("aten::_fused_rms_norm", {x, normalized_shape, weight, eps});
+  return {s[0].toTensor(), s[1].toTensor()};
+}
+
 }  // namespace
 
+}  // namespace kernel_pytorch::ops
+
+namespace at::native {
+// at::scaled_dot_product_attention asks the DispatchStub, not the op.
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &kernel_pytorch::ops::fused_sdp_choice)
+}  // namespace at::native
+
+namespace kernel_pytorch::ops {
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_rms_norm", &fused_rms_norm);
   m.impl("_fused_sdp_choice", &fused_sdp_choice);
   m.impl("_scaled_dot_product_fused_attention_overrideable", &sdpa_overrideable);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", &sdpa_overrideable_backward);

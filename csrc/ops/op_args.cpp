@@ -267,7 +267,7 @@ DecodeAttentionCall prepare_decode_attention(const char* op, const at::Tensor& q
                   lo, "..", hi);
     }
     c.lengths = len.to(at::kLong).contiguous();
-    c.args.lengths = c.lengths.data_ptr<int64_t>();
+    c.args.lengths = static_cast<const int64_t*>(c.lengths.data_ptr());
   }
   c.q = inner_contiguous(q);
   c.k = inner_contiguous(k_cache);

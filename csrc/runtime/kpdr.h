@@ -167,6 +167,7 @@ typedef struct kpdrRmsNormArgs {
   void* out;               int64_t out_row_stride;
   void* residual_out;      int64_t residual_out_row_stride; /* with residual */
   float eps;
+  void* rstd;              /* optional [rows] float32: 1 / rms of each row */
 } kpdrRmsNormArgs;
 
 /* gated == 0: out[r][i] = silu(x[r][i]) for i < cols.

@@ -17,6 +17,8 @@ import pytest
 from kpdr_ctypes import REPO_ROOT, RUNTIME_INCLUDE_DIR, SUCCESS, TINY_RUNTIME_SOURCE, KpdrLibrary
 
 MYASIC_SOURCE_DIR = RUNTIME_INCLUDE_DIR / "myasic"
+# The CPU kernel library the simulator runs as its device kernels.
+KERNEL_SOURCE_DIR = REPO_ROOT / "csrc" / "kernels" / "cpu"
 MYASIC_ENVIRONMENT_VARIABLES = (
     "MYASIC_DEVICE_COUNT",
     "MYASIC_MEMORY_MB",
@@ -36,7 +38,9 @@ def compile_myasic(output_path):
         compiler, "-O2", "-std=c++17", "-fPIC", "-shared", "-pthread",
         "-fvisibility=hidden", "-fvisibility-inlines-hidden",
         f"-Wl,--version-script={MYASIC_SOURCE_DIR / 'exports.map'}",
-        f"-I{RUNTIME_INCLUDE_DIR}", *sorted(str(p) for p in MYASIC_SOURCE_DIR.glob("*.cpp")),
+        f"-I{RUNTIME_INCLUDE_DIR}", f"-I{REPO_ROOT / 'csrc'}",
+        *sorted(str(p) for p in MYASIC_SOURCE_DIR.glob("*.cpp")),
+        *sorted(str(p) for p in KERNEL_SOURCE_DIR.glob("*.cpp")),
         "-o", str(output_path),
     ]  # fmt: skip
     subprocess.run(command, check=True)

@@ -1,6 +1,7 @@
 // Run-time choice of the CPU kernels' ISA level, and the public entry points
 // that call the chosen level's table.
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -54,9 +55,15 @@ std::atomic<int>& active_slot() {
     if (const char* env = std::getenv("KP_CPU_ISA")) {
       CpuIsa wanted;
       // An unknown or unsupported level in the environment falls back to the
-      // best one rather than failing every kernel; backend_info() shows which
-      // level runs.
-      if (parse(env, &wanted) && supported(wanted)) isa = wanted;
+      // best one rather than failing every kernel, and says so once.
+      if (parse(env, &wanted) && supported(wanted)) {
+        isa = wanted;
+      } else {
+        std::fprintf(stderr,
+                     "kernel_pytorch: KP_CPU_ISA='%s' is not one of generic|avx2|avx512|auto, or "
+                     "this CPU cannot run it; the CPU kernels use %s\n",
+                     env, isa_name(isa));
+      }
     }
     return static_cast<int>(isa);
   }()};

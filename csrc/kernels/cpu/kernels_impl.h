@@ -82,6 +82,7 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1) {
     }
     ss += (acc0 + acc1).reduce_add();
     const float inv = 1.f / std::sqrt(ss / float(n) + a.eps);
+    if (a.rstd != nullptr) static_cast<float*>(a.rstd)[r] = inv;
     const Vec vinv = Vec::set1(inv);
     i = 0;
     for (; i + W <= n; i += W) (Vec::load(src + i) * vinv * Vec::load(w + i)).store(out + i);

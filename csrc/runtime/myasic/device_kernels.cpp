@@ -90,6 +90,7 @@ kpdrError_t rms_norm(const kpdrRmsNormArgs* args, kpdrStream_t stream) {
   return launch("rms_norm", args, stream, &kp::rms_norm, [](Resolver& r, kpdrRmsNormArgs& a) {
     KP_RESOLVE(x); KP_RESOLVE(weight); KP_RESOLVE(out);
     KP_RESOLVE(residual, true); KP_RESOLVE(residual_out, a.residual == nullptr);
+    KP_RESOLVE(rstd, true);
     return KPDR_SUCCESS;
   });
 }
