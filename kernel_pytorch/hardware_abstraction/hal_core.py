@@ -222,11 +222,18 @@ class DeviceSpec:
         """The device's marketing name, e.g. ``"NVIDIA H100 80GB HBM3"``."""
         return self.capabilities.device_name
 
+    @property
+    def is_simulated(self) -> bool:
+        """True for a simulated device (``details["simulated"]``): it runs on the host CPU,
+        so selection ranks it after every real device unless its vendor is asked for."""
+        return bool(self.capabilities.details.get("simulated", False))
+
     def __str__(self) -> str:
         caps = self.capabilities
         bf16 = caps.peak_tflops.get("bf16")
         peak = f"{bf16:.1f} TFLOPS bf16" if bf16 is not None else "bf16 peak unknown"
         usable = "" if self.torch_usable else ", not usable by torch"
+        usable += ", simulated on the host CPU" if self.is_simulated else ""
         return (
             f"{self.device} [{self.vendor.value}] {caps.device_name} ({caps.architecture}): "
             f"{caps.memory_free_gb:.1f}/{caps.memory_total_gb:.1f} GB free, "
