@@ -47,7 +47,7 @@ def _command_devices(args: argparse.Namespace) -> int:
     headers = ["DEVICE", "VENDOR", "NAME", "ARCHITECTURE", "TOTAL GB", "FREE GB", *(f"{p} TFLOPS" for p in _TABLE_PRECISIONS)]
     rows = []
     for device in capabilities["cross_vendor_devices"]:
-        where = device["device"] if device["torch_usable"] else f"{device['vendor']}:{device['index']} (no torch)"
+        where = device["device"] if device["torch_usable"] else f"{device['device']} (no torch)"
         rows.append(
             [
                 where,
@@ -61,6 +61,9 @@ def _command_devices(args: argparse.Namespace) -> int:
         )
     print(_format_table(headers, rows))
     print("Peak TFLOPS: dense, theoretical (datasheet clock); '-' = not supported or unknown.")
+    for device in capabilities["cross_vendor_devices"]:
+        for what, error in device["unreadable"].items():
+            print(f"could not read: {device['device']}: {what} ({error})")
     for vendor, reason in capabilities["unavailable_vendors"].items():
         print(f"not found: {vendor}: {reason}")
     return 0
