@@ -45,7 +45,10 @@ class CustomAsicAdapter(VendorAdapter):
         """``<backend>:N`` devices; [] with a reason when no backend is registered."""
         name, module = self._device_module()
         if module is None:
-            self._unavailable_reason = f"{_NOT_REGISTERED} (torch.{name} does not exist)"
+            import kernel_pytorch
+
+            problem = getattr(kernel_pytorch, "_EXTENSION_PROBLEM", None)
+            self._unavailable_reason = problem or f"{_NOT_REGISTERED} (torch.{name} does not exist)"
             return []
         if not module.is_available():
             self._unavailable_reason = f"torch.{name}.is_available() is False"
