@@ -77,7 +77,7 @@ def _command_backends(args: argparse.Namespace) -> int:
                 "available": info.available,
                 "reason": info.reason,
                 "devices": [
-                    {"device": str(spec.device) if spec.torch_usable else f"{spec.vendor.value}:{spec.index}", "name": spec.name}
+                    {"device": spec.label, "name": spec.name}
                     for spec in info.devices
                 ],
                 "device": None if info.torch_device is None else str(info.torch_device),
@@ -93,7 +93,7 @@ def _command_backends(args: argparse.Namespace) -> int:
 def _verdict_record(verdict: SelectionVerdict) -> Dict[str, Any]:
     spec = verdict.device
     return {
-        "device": str(spec.device),
+        "device": spec.label,
         "vendor": spec.vendor.value,
         "index": spec.index,
         "name": spec.name,

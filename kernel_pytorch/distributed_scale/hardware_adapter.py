@@ -177,7 +177,7 @@ class HardwareAdapter:
                 {
                     "vendor": spec.vendor.value,
                     "index": spec.index,
-                    "device": str(spec.device) if spec.torch_usable else f"{spec.vendor.value}:{spec.index}",
+                    "device": spec.label,
                     "name": spec.name,
                     "architecture": caps.architecture,
                     "compute_capability": caps.compute_capability,

@@ -269,7 +269,7 @@ def format_backend_summary(hal: Optional[HardwareAbstractionLayer] = None) -> st
         lines.append(f"  {mark} {info.name.value:<7} {suffix}")
         for spec in info.devices:
             caps = spec.capabilities
-            where = str(spec.device) if spec.torch_usable else f"{spec.vendor.value}:{spec.index}"
+            where = spec.label
             lines.append(
                 f"      {where:<10} {spec.name}: {caps.memory_total_gb:.1f} GB total, "
                 f"{caps.memory_free_gb:.1f} GB free"

@@ -223,6 +223,12 @@ class DeviceSpec:
         return self.capabilities.device_name
 
     @property
+    def label(self) -> str:
+        """How tables and messages name the device: the torch device (``"cuda:0"``), or
+        ``"<vendor>:<index>"`` (``"opencl:0"``) for a device torch cannot address."""
+        return str(self.device) if self.torch_usable else f"{self.vendor.value}:{self.index}"
+
+    @property
     def is_simulated(self) -> bool:
         """True for a simulated device (``details["simulated"]``): it runs on the host CPU,
         so selection ranks it after every real device unless its vendor is asked for."""
@@ -235,7 +241,7 @@ class DeviceSpec:
         usable = "" if self.torch_usable else ", not usable by torch"
         usable += ", simulated on the host CPU" if self.is_simulated else ""
         return (
-            f"{self.device} [{self.vendor.value}] {caps.device_name} ({caps.architecture}): "
+            f"{self.label} [{self.vendor.value}] {caps.device_name} ({caps.architecture}): "
             f"{caps.memory_free_gb:.1f}/{caps.memory_total_gb:.1f} GB free, "
             f"{caps.compute_units} units, {peak}{usable}"
         )

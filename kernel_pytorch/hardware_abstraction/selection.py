@@ -80,7 +80,7 @@ class SelectionVerdict:
         return self.rank is not None
 
     def __str__(self) -> str:
-        where = f"{self.device.device} [{self.device.vendor.value}] {self.device.name}"
+        where = f"{self.device.label} [{self.device.vendor.value}] {self.device.name}"
         if self.accepted:
             peak = f"{self.peak_tflops:.1f}" if self.peak_tflops is not None else "?"
             return f"#{self.rank} {where}: {self.memory_headroom_gb:+.1f} GB headroom, {peak} TFLOPS"
