@@ -36,6 +36,13 @@ class BuildWithRuntime(BuildExtension):
         out_dir = os.path.join(os.path.dirname(os.path.abspath(ext_path)), "lib")
         os.makedirs(out_dir, exist_ok=True)
         target = os.path.join(out_dir, "libmyasic.so")
+        # Incremental like the ninja-built extension: relink only when an input is newer.
+        inputs = [os.path.join(ROOT, p) for p in RUNTIME_SOURCES] + glob.glob(
+            os.path.join(ROOT, "csrc", "runtime", "**", "*.h"), recursive=True) + [
+            os.path.join(ROOT, "csrc", "runtime", "myasic", "exports.map"), os.path.abspath(__file__)]
+        if os.path.exists(target) and os.path.getmtime(target) >= max(map(os.path.getmtime, inputs)):
+            print(f"reference device runtime up to date: {target}", file=sys.stderr)
+            return
         cxx = os.environ.get("CXX", "c++")
         cmd = [
             cxx, "-O2", "-std=c++17", "-fPIC", "-shared", "-pthread",
