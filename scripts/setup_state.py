@@ -118,11 +118,23 @@ def record(root: str) -> None:
         json.dump(current_state(root), handle, indent=2)
 
 
-_REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*([^\s;#]+))?\s*$")
+_REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:(==|>=)\s*([0-9][0-9.]*[^\s;#]*))?\s*$")
+
+
+def _release(version: str) -> Tuple[int, ...]:
+    """Leading numeric release of a version ("2.13.0+cpu" -> (2, 13, 0))."""
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
 
 
 def requirements_satisfied(path: str) -> Tuple[bool, str]:
-    """Whether every line of a requirements file is installed (``name`` or ``name==version``).
+    """Whether every line of a requirements file is installed (``name``, ``name==version``
+    or ``name>=version``).
 
     Anything more elaborate (ranges, markers, URLs, options) counts as unsatisfied, so pip
     decides.
@@ -135,12 +147,14 @@ def requirements_satisfied(path: str) -> Tuple[bool, str]:
             match = _REQUIREMENT.match(line)
             if match is None:
                 return False, f"cannot check {line!r} without pip"
-            name, pinned = match.groups()
+            name, operator, wanted = match.groups()
             version = _installed_version(name)
             if version is None:
                 return False, f"{name} is not installed"
-            if pinned is not None and version.split("+")[0] != pinned.split("+")[0]:
-                return False, f"{name} {version} is installed, {pinned} is required"
+            if operator == "==" and version.split("+")[0] != wanted.split("+")[0]:
+                return False, f"{name} {version} is installed, {wanted} is required"
+            if operator == ">=" and _release(version) < _release(wanted):
+                return False, f"{name} {version} is installed, >= {wanted} is required"
     return True, "every requirement is installed"
 
 

@@ -94,10 +94,19 @@ def test_requirements_installed_and_pinned_versions(tmp_path):
     assert setup_state.requirements_satisfied(str(missing))[1] == "surely-not-an-installed-distribution is not installed"
 
 
+def test_minimum_versions_are_checked(tmp_path):
+    enough = tmp_path / "enough.txt"
+    enough.write_text("pytest>=1.0\n")
+    assert setup_state.requirements_satisfied(str(enough))[0]
+    too_old = tmp_path / "old.txt"
+    too_old.write_text("pytest>=999.0\n")
+    assert "pytest" in setup_state.requirements_satisfied(str(too_old))[1]
+
+
 def test_requirements_it_cannot_judge_are_left_to_pip(tmp_path):
-    ranged = tmp_path / "range.txt"
-    ranged.write_text("torch>=2.0\n")
-    assert setup_state.requirements_satisfied(str(ranged))[0] is False
+    elaborate = tmp_path / "elaborate.txt"
+    elaborate.write_text("torch<3; python_version > '3.9'\n")
+    assert setup_state.requirements_satisfied(str(elaborate))[0] is False
 
 
 def test_setup_sh_dry_run_changes_nothing(tmp_path):
