@@ -35,7 +35,7 @@ JSON schema (``"schema": "kernel_pytorch.hal_benchmark/1"``)::
     hal_costs           list   {name, seconds (median, per call), samples, kind: "hal"|"baseline"}
     devices             list   {device, name, simulated, matmul: {n, dtype, seconds, achieved_tflops,
                                peak_tflops, efficiency}, copy: {nbytes, host_to_device_gbps,
-                               device_to_host_gbps} | null, train_step_s | null}
+                               device_to_host_gbps, pinned} | null, train_step_s | null}
     selection_quality   object {workload, times_s: {device: s}, fastest, picks: {hal, legacy,
                                naive: {device, seconds, slowdown_vs_fastest}}, hal_pick_is_fastest}
 """
@@ -222,7 +222,7 @@ def device_measurements(progress: Progress, adapter, quick: bool, budget_s: floa
             "matmul": {"n": n, "dtype": mm.dtype, "seconds": mm.seconds, "achieved_tflops": mm.achieved_tflops,
                        "peak_tflops": mm.peak_tflops, "efficiency": mm.efficiency},
             "copy": {"nbytes": nbytes, "host_to_device_gbps": copy.host_to_device_gbps,
-                     "device_to_host_gbps": copy.device_to_host_gbps},
+                     "device_to_host_gbps": copy.device_to_host_gbps, "pinned": copy.pinned},
             "train_step_s": None,
         })
     opencl = [s for s in adapter.devices if s.vendor is HardwareVendor.OPENCL]

@@ -199,26 +199,28 @@ class CopyMeasurement:
     nbytes: int
     host_to_device_gbps: float
     device_to_host_gbps: float
+    pinned: bool
+    """Whether the host buffer was pinned (page-locked) memory."""
 
 
 def measure_copy_bandwidth(device: torch.device, nbytes: int = 64 * 2**20,
                            min_time_s: float = 0.2) -> CopyMeasurement:
     """Host -> device and device -> host copy bandwidth of ``nbytes``, GB/s.
 
-    Host buffers are pinned where the device type supports it.  On the CPU both
-    directions are a host memory copy.
+    The host buffer is pinned when ``device`` is torch's current accelerator.  On the
+    CPU both directions are a host memory copy.
     """
-    pin = device.type != "cpu"
     host = torch.empty(nbytes, dtype=torch.uint8)
-    if pin:
-        try:
-            host = host.pin_memory(device.type)
-        except (RuntimeError, TypeError):
-            pass  # pageable copies; the figure is then the pageable bandwidth
+    accelerator = torch.accelerator.current_accelerator()
+    # Tensor.pin_memory() pins for the current accelerator (its device argument is
+    # deprecated); other device types get pageable copies, and their figure says so.
+    pinned = device.type != "cpu" and accelerator is not None and accelerator.type == device.type
+    if pinned:
+        host = host.pin_memory()
     on_device = torch.empty(nbytes, dtype=torch.uint8, device=device)
     h2d = time_call(lambda: on_device.copy_(host), device, min_time_s)
     d2h = time_call(lambda: host.copy_(on_device), device, min_time_s)
-    return CopyMeasurement(str(device), nbytes, nbytes / h2d.best_s / 1e9, nbytes / d2h.best_s / 1e9)
+    return CopyMeasurement(str(device), nbytes, nbytes / h2d.best_s / 1e9, nbytes / d2h.best_s / 1e9, pinned)
 
 
 def small_mlp(width: int = 256, depth: int = 4, classes: int = 10) -> torch.nn.Sequential:
