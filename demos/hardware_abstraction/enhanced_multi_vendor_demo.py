@@ -243,12 +243,16 @@ def part_placement(adapter: HardwareAdapter, quick: bool) -> None:
     expected.square().mean().backward()
     grad_diff = max(float((a.weight.grad.cpu() - b[0].weight.grad).abs().max())
                     for a, b in zip((blk[0] for blk in staged), single))
-    tolerance = 1e-5
+    # my_asic runs the CPU's kernels, so a CPU/my_asic pipeline differs from one CPU only
+    # where micro-batching changes a matmul's blocking (last-bit rounding); a GPU's matmuls
+    # also sum in another order.
+    host_only = all(s.device.device.type in ("cpu", "my_asic") for s in placement)
+    tolerance = 1e-6 if host_only else 1e-4
     print(f"   pipeline ({microbatches} micro-batches, {elapsed * 1e3:.1f} ms) vs one CPU: "
           f"max |output diff| {out_diff:.3g}, max |weight grad diff| {grad_diff:.3g}")
     if out_diff > tolerance or grad_diff > tolerance:
         raise SystemExit(f"pipeline disagrees with the single-device run (tolerance {tolerance})")
-    print("   pipeline output and gradients match the single-device run")
+    print(f"   pipeline output and gradients match the single-device run (tolerance {tolerance:g})")
 
 
 # ===================================================================== 3. performance
