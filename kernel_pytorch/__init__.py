@@ -26,23 +26,22 @@ def _installed_package_dir():
 
     try:
         dist = importlib.metadata.distribution("kernel_pytorch")
-    except importlib.metadata.PackageNotFoundError:
+        direct_url = json.loads(dist.read_text("direct_url.json") or "{}")
+        if direct_url.get("dir_info", {}).get("editable"):
+            candidate = os.path.join(unquote(urlparse(direct_url["url"]).path), "kernel_pytorch")
+        else:
+            candidate = str(dist.locate_file("kernel_pytorch"))
+    except Exception:  # no or odd install metadata: only the hint is lost, never the import
         return None
-    direct_url = json.loads(dist.read_text("direct_url.json") or "{}")
-    if direct_url.get("dir_info", {}).get("editable"):
-        candidate = os.path.join(unquote(urlparse(direct_url["url"]).path), "kernel_pytorch")
-    else:
-        candidate = str(dist.locate_file("kernel_pytorch"))
     return candidate if glob.glob(os.path.join(candidate, "_C*.so")) else None
 
 
 def _missing_extension_message(error: ImportError) -> str:
     """What happened and what to do when this package has no compiled ``_C``."""
+    import glob
     import os
 
     here = os.path.dirname(os.path.abspath(__file__))
-    import glob
-
     built = glob.glob(os.path.join(here, "_C*.so"))
     if built:
         message = f"kernel_pytorch at {here} could not load its compiled extension {built[0]} ({error}), "
