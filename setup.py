@@ -32,15 +32,6 @@ EXTENSION_SOURCES = (
 )
 
 
-def _newest_mtime(*dirs):
-    """Latest modification time of any file under `dirs` (sources and headers)."""
-    newest = 0.0
-    for d in dirs:
-        for base, _, files in os.walk(os.path.join(ROOT, d)):
-            for f in files:
-                newest = max(newest, os.path.getmtime(os.path.join(base, f)))
-    return newest
-
 
 class BuildWithRuntime(BuildExtension):
     """Builds the reference device runtime next to the extension module."""
@@ -54,10 +45,16 @@ class BuildWithRuntime(BuildExtension):
         out_dir = os.path.join(os.path.dirname(os.path.abspath(ext_path)), "lib")
         os.makedirs(out_dir, exist_ok=True)
         target = os.path.join(out_dir, "libmyasic.so")
-        if os.path.exists(target) and os.path.getmtime(target) >= _newest_mtime(
-            os.path.join("csrc", "runtime"), os.path.join("csrc", "kernels")
-        ):
-            return  # up to date
+        # Incremental like the ninja-built extension: relink only when an input is newer.
+        inputs = (
+            [os.path.join(ROOT, p) for p in RUNTIME_SOURCES]
+            + glob.glob(os.path.join(ROOT, "csrc", "runtime", "**", "*.h"), recursive=True)
+            + glob.glob(os.path.join(ROOT, "csrc", "kernels", "**", "*.h"), recursive=True)
+            + [os.path.join(ROOT, "csrc", "runtime", "myasic", "exports.map"), os.path.abspath(__file__)]
+        )
+        if os.path.exists(target) and os.path.getmtime(target) >= max(map(os.path.getmtime, inputs)):
+            print(f"reference device runtime up to date: {target}", file=sys.stderr)
+            return
         cxx = os.environ.get("CXX", "c++")
         cmd = [
             cxx, "-O2", "-std=c++17", "-fPIC", "-shared", "-pthread",

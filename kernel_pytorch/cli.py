@@ -47,7 +47,7 @@ def _command_devices(args: argparse.Namespace) -> int:
     headers = ["DEVICE", "VENDOR", "NAME", "ARCHITECTURE", "TOTAL GB", "FREE GB", *(f"{p} TFLOPS" for p in _TABLE_PRECISIONS)]
     rows = []
     for device in capabilities["cross_vendor_devices"]:
-        where = device["device"] if device["torch_usable"] else f"{device['vendor']}:{device['index']} (no torch)"
+        where = device["device"] if device["torch_usable"] else f"{device['device']} (no torch)"
         rows.append(
             [
                 where,
@@ -61,6 +61,9 @@ def _command_devices(args: argparse.Namespace) -> int:
         )
     print(_format_table(headers, rows))
     print("Peak TFLOPS: dense, theoretical (datasheet clock); '-' = not supported or unknown.")
+    for device in capabilities["cross_vendor_devices"]:
+        for what, error in device["unreadable"].items():
+            print(f"could not read: {device['device']}: {what} ({error})")
     for vendor, reason in capabilities["unavailable_vendors"].items():
         print(f"not found: {vendor}: {reason}")
     return 0
@@ -74,7 +77,7 @@ def _command_backends(args: argparse.Namespace) -> int:
                 "available": info.available,
                 "reason": info.reason,
                 "devices": [
-                    {"device": str(spec.device) if spec.torch_usable else f"{spec.vendor.value}:{spec.index}", "name": spec.name}
+                    {"device": spec.label, "name": spec.name}
                     for spec in info.devices
                 ],
                 "device": None if info.torch_device is None else str(info.torch_device),
@@ -90,7 +93,7 @@ def _command_backends(args: argparse.Namespace) -> int:
 def _verdict_record(verdict: SelectionVerdict) -> Dict[str, Any]:
     spec = verdict.device
     return {
-        "device": str(spec.device),
+        "device": spec.label,
         "vendor": spec.vendor.value,
         "index": spec.index,
         "name": spec.name,

@@ -245,8 +245,9 @@ class Impl {
     }
     if (err == KPDR_ERROR_OUT_OF_MEMORY) {
       p.stats.num_ooms += 1;
-      const char* detail = api.GetLastErrorMessage();
-      throw_oom(device, size, detail ? detail : "");
+      // The runtime's message restates the request and the free memory that throw_oom
+      // reads from kpdrMemGetInfo; repeating it would say everything twice.
+      throw_oom(device, size, "");
     }
     KPDR_CHECK(err);
     p.reserved += size;
@@ -285,7 +286,8 @@ class Impl {
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "my_asic out of memory on device ", static_cast<int>(device),
         ": tried to allocate ", format_bytes(size), " (", size, " bytes); the device has ",
-        format_bytes(free_b), " free of ", format_bytes(total_b), " total. ", detail,
+        format_bytes(free_b), " free of ", format_bytes(total_b), " total",
+        detail.empty() ? std::string() : "; " + detail,
         ". Free tensors you no longer need, call torch.my_asic.empty_cache(), or use a "
         "smaller batch.");
   }

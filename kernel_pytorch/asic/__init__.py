@@ -18,6 +18,7 @@ from kernel_pytorch.asic.device import (
     get_device_name,
     get_device_properties,
     is_available,
+    is_simulated,
     set_device,
     synchronize,
 )
@@ -82,7 +83,7 @@ __all__ = [
     "device", "device_count", "device_of", "empty_cache", "fallback_stats", "get_amp_supported_dtype",
     "get_device_name", "get_device_properties", "get_fallback_mode", "get_per_process_memory_fraction",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available", "is_bf16_supported",
-    "is_initialized", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
+    "is_initialized", "is_simulated", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
     "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "reset_accumulated_memory_stats",
     "reset_fallback_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_fallback_mode",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",

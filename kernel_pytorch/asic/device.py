@@ -21,6 +21,23 @@ def is_available() -> bool:
     return _C._device_count() > 0
 
 
+def is_simulated() -> bool:
+    """Whether the loaded device runtime is kernel_pytorch's bundled simulator.
+
+    The simulator (``lib/libmyasic.so``) keeps "device" memory in host RAM and runs torch's
+    CPU kernels in place, so it exercises the device stack but is never faster than the
+    host CPU.  False for a chip's own runtime (``register_custom_device`` or
+    ``MY_ASIC_RUNTIME``).  Loads the runtime if it is not loaded yet.
+    """
+    import os
+
+    from kernel_pytorch.asic.registration import BUNDLED_RUNTIME
+
+    _lazy_init()
+    library = _C._runtime_library()
+    return bool(library) and os.path.realpath(library) == os.path.realpath(BUNDLED_RUNTIME)
+
+
 def device_count() -> int:
     """Number of my_asic devices (0 when the runtime cannot be loaded)."""
     if _C._in_bad_fork():

@@ -85,6 +85,9 @@ def register_device(force: bool = False) -> bool:
     claim_privateuse1(DEVICE_NAME)
     if not hasattr(torch, DEVICE_NAME):
         torch._register_device_module(DEVICE_NAME, asic)
+    from kernel_pytorch.asic import serialization
+
+    serialization.register()
     if not hasattr(torch.Tensor, "is_" + DEVICE_NAME):
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True

@@ -151,6 +151,10 @@ class HardwareAdapter:
 
         * ``cross_vendor_devices``: one dict per device (vendor, index, device,
           name, architecture, memory in GB, peak TFLOPS per precision, ...).
+          ``device`` is the torch device string (``"cuda:0"``); for a device torch
+          cannot address it is ``"<vendor>:<index>"`` (``"opencl:0"``), as the CLI
+          tables print it. ``simulated`` marks devices simulated on the host CPU;
+          ``unreadable`` lists figures the vendor API could not give.
         * ``vendor_distribution``: vendor value -> number of devices.
         * ``available_memory_gb`` / ``total_memory_gb``: sums over the devices
           torch can use, GB (1e9 bytes). OpenCL devices are left out because
@@ -173,7 +177,7 @@ class HardwareAdapter:
                 {
                     "vendor": spec.vendor.value,
                     "index": spec.index,
-                    "device": str(spec.device),
+                    "device": spec.label,
                     "name": spec.name,
                     "architecture": caps.architecture,
                     "compute_capability": caps.compute_capability,
@@ -184,6 +188,8 @@ class HardwareAdapter:
                     "peak_tflops": dict(caps.peak_tflops),
                     "supported_dtypes": list(caps.supported_dtypes),
                     "torch_usable": spec.torch_usable,
+                    "simulated": spec.is_simulated,
+                    "unreadable": dict(caps.details.get("unreadable", {})),
                 }
             )
             if not spec.torch_usable:

@@ -10,7 +10,9 @@ seen through NVML under a CPU-only torch build is reported, but not offered.
 
 Fallback order (:data:`BACKEND_PRIORITY`): CUDA, ROCm, XPU, MPS, Custom,
 OpenCL, CPU. OpenCL devices are listed for information but torch cannot hold
-tensors on them, so :func:`init_backend` always skips them.
+tensors on them, so :func:`init_backend` always skips them. A backend whose
+devices are all simulated (my_asic on its bundled simulator, which runs on the
+host CPU) comes after the CPU for AUTO; asking for it by name still gets it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import enum
 import logging
 import sys
 from dataclasses import dataclass, field
-from typing import List, Optional, TextIO, Tuple, Union
+from typing import Dict, List, Optional, TextIO, Tuple, Union
 
 import torch
 
@@ -116,6 +118,11 @@ class BackendInfo:
     available: bool
     reason: Optional[str]
     devices: Tuple[DeviceSpec, ...] = ()
+
+    @property
+    def simulated(self) -> bool:
+        """True when every device of this backend is simulated on the host CPU."""
+        return bool(self.devices) and all(spec.is_simulated for spec in self.devices)
 
     @property
     def best_device(self) -> Optional[DeviceSpec]:
@@ -228,14 +235,20 @@ def discover_backends(hal: Optional[HardwareAbstractionLayer] = None) -> List[Ba
     return infos
 
 
+def _auto_order(infos: List[BackendInfo]) -> List[BackendInfo]:
+    """Priority order with simulated backends moved behind the real ones (the CPU included)."""
+    return [info for info in infos if not info.simulated] + [info for info in infos if info.simulated]
+
+
 def best_available_backend(hal: Optional[HardwareAbstractionLayer] = None) -> BackendInfo:
-    """The first available backend in priority order (CPU when nothing else is).
+    """The first available backend in priority order (CPU when nothing else is); a
+    simulated backend only when no real one is available.
 
     Raises:
         RuntimeError: no backend is available at all (only possible with a HAL
             built without the CPU adapter).
     """
-    for info in discover_backends(hal):
+    for info in _auto_order(discover_backends(hal)):
         if info.available:
             return info
     raise RuntimeError(
@@ -251,15 +264,17 @@ def format_backend_summary(hal: Optional[HardwareAbstractionLayer] = None) -> st
     for info in infos:
         mark = "\u2713" if info.available else "\u2717"
         suffix = f"{len(info.devices)} device(s)" if info.available else info.reason
+        if info.simulated:
+            suffix += ", simulated on the host CPU (not preferred; ask for it by name)"
         lines.append(f"  {mark} {info.name.value:<7} {suffix}")
         for spec in info.devices:
             caps = spec.capabilities
-            where = str(spec.device) if spec.torch_usable else f"{spec.vendor.value}:{spec.index}"
+            where = spec.label
             lines.append(
                 f"      {where:<10} {spec.name}: {caps.memory_total_gb:.1f} GB total, "
                 f"{caps.memory_free_gb:.1f} GB free"
             )
-    recommended = next((info for info in infos if info.available), None)
+    recommended = next((info for info in _auto_order(infos) if info.available), None)
     if recommended is None:
         lines.append("Recommended backend: none available")
     else:
@@ -273,12 +288,14 @@ def print_backend_summary(hal: Optional[HardwareAbstractionLayer] = None, file: 
     print(format_backend_summary(hal), file=file if file is not None else sys.stdout)
 
 
-def _candidate_order(preference: BackendPreference, strict: bool) -> List[BackendPreference]:
+def _candidate_order(preference: BackendPreference, strict: bool,
+                     infos: Dict[BackendPreference, BackendInfo]) -> List[BackendPreference]:
+    auto = [info.name for info in _auto_order([infos[backend] for backend in BACKEND_PRIORITY])]
     if preference is BackendPreference.AUTO:
-        return list(BACKEND_PRIORITY)
+        return auto
     if strict:
         return [preference]
-    return [preference] + [backend for backend in BACKEND_PRIORITY if backend is not preference]
+    return [preference] + [backend for backend in auto if backend is not preference]
 
 
 def select_backend(
@@ -288,8 +305,9 @@ def select_backend(
 ) -> BackendSelection:
     """Choose a backend and device, recording why each earlier candidate was skipped.
 
-    AUTO tries :data:`BACKEND_PRIORITY` in order. An explicit preference is
-    tried first, then the others in priority order, unless ``strict``.
+    AUTO tries :data:`BACKEND_PRIORITY` in order, simulated backends after the
+    CPU. An explicit preference is tried first, then the others in that order,
+    unless ``strict``.
 
     Raises:
         RuntimeError: nothing usable (with ``strict``: the preferred backend is
@@ -298,7 +316,7 @@ def select_backend(
     preference = BackendPreference.parse(preference)
     infos = {info.name: info for info in discover_backends(hal)}
     skipped: List[Tuple[BackendPreference, str]] = []
-    for backend in _candidate_order(preference, strict):
+    for backend in _candidate_order(preference, strict, infos):
         info = infos[backend]
         if info.available:
             selection = BackendSelection(info, info.torch_device, preference, tuple(skipped))
@@ -356,7 +374,7 @@ def init_backend_with_memory_check(
     infos = {info.name: info for info in discover_backends(hal)}
     best_seen: Optional[Tuple[int, DeviceSpec]] = None
     reasons = []
-    for backend in _candidate_order(preference, strict):
+    for backend in _candidate_order(preference, strict, infos):
         info = infos[backend]
         if not info.available:
             reasons.append(f"{backend.value}: {info.reason}")

@@ -222,13 +222,26 @@ class DeviceSpec:
         """The device's marketing name, e.g. ``"NVIDIA H100 80GB HBM3"``."""
         return self.capabilities.device_name
 
+    @property
+    def label(self) -> str:
+        """How tables and messages name the device: the torch device (``"cuda:0"``), or
+        ``"<vendor>:<index>"`` (``"opencl:0"``) for a device torch cannot address."""
+        return str(self.device) if self.torch_usable else f"{self.vendor.value}:{self.index}"
+
+    @property
+    def is_simulated(self) -> bool:
+        """True for a simulated device (``details["simulated"]``): it runs on the host CPU,
+        so selection ranks it after every real device unless its vendor is asked for."""
+        return bool(self.capabilities.details.get("simulated", False))
+
     def __str__(self) -> str:
         caps = self.capabilities
         bf16 = caps.peak_tflops.get("bf16")
         peak = f"{bf16:.1f} TFLOPS bf16" if bf16 is not None else "bf16 peak unknown"
         usable = "" if self.torch_usable else ", not usable by torch"
+        usable += ", simulated on the host CPU" if self.is_simulated else ""
         return (
-            f"{self.device} [{self.vendor.value}] {caps.device_name} ({caps.architecture}): "
+            f"{self.label} [{self.vendor.value}] {caps.device_name} ({caps.architecture}): "
             f"{caps.memory_free_gb:.1f}/{caps.memory_total_gb:.1f} GB free, "
             f"{caps.compute_units} units, {peak}{usable}"
         )

@@ -5,24 +5,26 @@ peak (TFLOPS) = compute units x clock (MHz) x FLOP per clock per unit / 1e6
 * FLOP per clock per unit is a property of the architecture (one FMA = 2 FLOP), dense
   (no 2:4 sparsity), on the fastest units that do the precision: tensor / matrix cores
   where the architecture has them, vector units otherwise.  ``int8`` is in ops (TOPS).
-* The clock is the one the vendor's datasheet uses for its peak figures (sustained /
-  "boost for tensor ops"), kept per product in small tables below.  The maximum clock a
-  driver reports is higher (H100 SXM: 1980 MHz vs 1830 MHz) and would overstate the peak
-  by ~8%; adapters only fall back to it for unknown products and say so in
-  ``HardwareCapabilities.details["clock_source"]``.
+* The clock is the one the vendor's datasheet uses for its peak figures, kept per product
+  in :data:`PRODUCT_CLOCKS`.  Since Hopper NVIDIA quotes two: the CUDA-core fp32/fp64 rates
+  at the boost clock (H100 SXM 1980 MHz) and the tensor rates at a lower clock (1830 MHz).
+  A product row carries both; an architecture names the precisions quoted at the boost
+  clock (:attr:`ArchitectureThroughput.boost_clock_precisions`).
+* For a product missing from the table, adapters take the driver's maximum clock (which is
+  the boost clock) and scale the tensor precisions by the architecture's datasheet ratio of
+  tensor to boost clock (:attr:`ArchitectureThroughput.tensor_to_boost_clock`), so an
+  unlisted Hopper reads ~989 TFLOPS bf16, not the 1070 the raw boost clock would claim.
+  ``HardwareCapabilities.details["clock_source"]`` says which path was taken.
 
-Every figure is theoretical.  The datasheet checks the tables were built from are in the
-``provenance`` of each entry and in tests/hal/test_peak_flops.py.  One known deviation:
-NVIDIA quotes Hopper's non-tensor FP32/FP64 at 1980 MHz but its tensor figures at
-1830 MHz; this module uses one clock per product (the tensor one), so Hopper fp32/fp64
-read ~8% under the datasheet (conservative).
+Every figure is theoretical.  The datasheet figures the tables reproduce are in the
+``provenance`` / ``source`` of each entry and in tests/hal/test_peak_flops.py.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, FrozenSet, Mapping, Optional, Sequence, Tuple, Union
 
 from .hal_core import PRECISIONS, HardwareVendor
 
@@ -35,6 +37,7 @@ __all__ = [
     "architecture_throughput",
     "nvidia_architecture",
     "datasheet_clock_mhz",
+    "datasheet_clocks",
     "theoretical_peak_tflops",
     "cpu_flop_per_clock_per_core",
 ]
@@ -51,10 +54,17 @@ class ArchitectureThroughput:
     flop_per_clock_per_unit: Mapping[str, float]
     provenance: str
     """Which datasheet figures the rates reproduce (units x clock x rate)."""
+    boost_clock_precisions: FrozenSet[str] = frozenset()
+    """Precisions the vendor quotes at the boost clock rather than the tensor clock
+    (Hopper and Blackwell fp32/fp64, which run on CUDA cores or at their clock)."""
+    tensor_to_boost_clock: float = 1.0
+    """Datasheet tensor clock / boost clock, used to estimate the tensor clock of a
+    product missing from :data:`PRODUCT_CLOCKS` from the driver's maximum clock."""
 
 
-def _arch(vendor, architecture, unit, rates, provenance) -> ArchitectureThroughput:
-    return ArchitectureThroughput(HardwareVendor(vendor), architecture, unit, dict(rates), provenance)
+def _arch(vendor, architecture, unit, rates, provenance, boost=(), ratio=1.0) -> ArchitectureThroughput:
+    return ArchitectureThroughput(HardwareVendor(vendor), architecture, unit, dict(rates), provenance,
+                                  frozenset(boost), ratio)
 
 
 #: Keyed by (vendor, architecture).  NVIDIA keys are the names :func:`nvidia_architecture`
@@ -87,15 +97,41 @@ ARCHITECTURES: Dict[Tuple[HardwareVendor, str], ArchitectureThroughput] = {
            {"fp64": 4, "fp32": 256, "tf32": 256, "fp16": 512, "bf16": 512, "fp8": 1024,
             "int8": 2048},
            "RTX 4090: 128 SM x 2520 MHz -> 82.6 fp32 / 165 fp16 (fp32 accumulate)"),
+        # Jetson Orin's GA10B: Ampere-class tensor cores (A100 rates), 128 FP32 lanes per SM.
+        _arch("nvidia", "ampere-orin", "SM",
+           {"fp32": 256, "tf32": 1024, "fp16": 2048, "bf16": 2048, "int8": 4096},
+           "Jetson AGX Orin 64GB: 16 SM x 1300 MHz -> 5.3 fp32 / 85 int8 TOPS dense "
+           "(170 sparse)"),
         _arch("nvidia", "hopper", "SM",
            {"fp64": 256, "fp32": 256, "tf32": 2048, "fp16": 4096, "bf16": 4096, "fp8": 8192,
             "int8": 8192},
-           "H100 SXM: 132 SM x 1830 MHz -> 494.7 tf32 / 989.4 bf16 / 1978.9 fp8 / 1978.9 int8; "
-           "H100 PCIe: 114 SM x 1620 MHz -> 756 bf16"),
+           "H100 SXM: 132 SM x 1830 MHz -> 494.7 tf32 / 989.4 bf16 / 1978.9 fp8 / 1978.9 int8, "
+           "x 1980 MHz boost -> 66.9 fp32 / 66.9 fp64 tensor; "
+           "H100 PCIe: 114 SM x 1620 MHz -> 756 bf16, x 1755 MHz -> 51.2 fp32",
+           boost=("fp64", "fp32"), ratio=1830 / 1980),
         _arch("nvidia", "blackwell", "SM",
            {"fp64": 128, "fp32": 256, "tf32": 4096, "fp16": 8192, "bf16": 8192, "fp8": 16384,
             "int8": 16384},
-           "B200: 148 SM, 2x Hopper tensor rate per SM per clock -> ~2250 bf16 dense"),
+           "HGX B200: 148 SM x 1856 MHz -> 1125 tf32 / 2250 bf16 / 4500 fp8 dense, "
+           "x 1980 MHz -> 75 fp32 / 37 fp64",
+           boost=("fp64", "fp32"), ratio=1856 / 1980),
+        # Blackwell Ultra (B300) keeps B200's tensor rates but has almost no FP64 (the HGX
+        # B300 datasheet: 1.25 TF) and cut INT8; both are left out rather than guessed.
+        _arch("nvidia", "blackwell-ultra", "SM",
+           {"fp32": 256, "tf32": 4096, "fp16": 8192, "bf16": 8192, "fp8": 16384},
+           "HGX B300: 148 SM x 1856 MHz -> 2250 bf16 / 4500 fp8 dense, x 1980 MHz -> 75 fp32",
+           boost=("fp32",), ratio=1856 / 1980),
+        # GB20x (RTX 50 series, RTX PRO Blackwell): Ada-like SM, fp8 on the tensor cores.
+        _arch("nvidia", "blackwell-rtx", "SM",
+           {"fp64": 4, "fp32": 256, "tf32": 512, "fp16": 1024, "bf16": 1024, "fp8": 2048,
+            "int8": 2048},
+           "RTX PRO 6000 Blackwell: 188 SM x 2617 MHz -> 126 fp32 / 1008 fp8 dense "
+           "(4000 AI TOPS = fp4 sparse)"),
+        _arch("nvidia", "blackwell-rtx-geforce", "SM",
+           {"fp64": 4, "fp32": 256, "tf32": 256, "fp16": 512, "bf16": 512, "fp8": 1024,
+            "int8": 2048},
+           "RTX 5090: 170 SM x 2407 MHz -> 104.8 fp32 / 209.5 fp16 (fp32 accumulate) / "
+           "419 fp8 / 838 int8 TOPS"),
         # ---- AMD, per CU per clock (gcnArchName) ----
         _arch("amd", "gfx90a", "CU",
            {"fp64": 256, "fp32": 256, "fp16": 1024, "bf16": 1024, "int8": 1024},
@@ -124,23 +160,27 @@ ARCHITECTURES: Dict[Tuple[HardwareVendor, str], ArchitectureThroughput] = {
 #: CUDA cores (FP32 lanes) per SM: NVML reports cores, not SMs (nvmlDeviceGetNumGpuCores).
 NVIDIA_CORES_PER_SM: Dict[str, int] = {
     "volta": 64, "turing": 64, "ampere": 64, "ampere-ga10x": 128, "ampere-ga10x-geforce": 128,
-    "ada": 128, "ada-geforce": 128, "hopper": 128, "blackwell": 128,
+    "ampere-orin": 128, "ada": 128, "ada-geforce": 128, "hopper": 128, "blackwell": 128,
+    "blackwell-ultra": 128, "blackwell-rtx": 128, "blackwell-rtx-geforce": 128,
 }
 
 _NVIDIA_CC_TO_ARCH = {
     "7.0": "volta", "7.2": "volta", "7.5": "turing", "8.0": "ampere", "8.6": "ampere-ga10x",
-    "8.9": "ada", "9.0": "hopper", "10.0": "blackwell",
+    "8.7": "ampere-orin", "8.9": "ada", "9.0": "hopper", "10.0": "blackwell",
+    "10.3": "blackwell-ultra", "12.0": "blackwell-rtx",
 }
+_GEFORCE_VARIANTS = ("ampere-ga10x", "ada", "blackwell-rtx")
 
 
 def nvidia_architecture(compute_capability: str, device_name: str = "") -> Optional[str]:
     """Architecture key for an NVIDIA compute capability such as ``"9.0"``.
 
-    GeForce boards of compute capability 8.6/8.9 get the ``-geforce`` variant (half-rate
-    fp32-accumulate tensor math).  Returns None for a capability not in the tables.
+    GeForce boards of compute capability 8.6/8.9/12.0 get the ``-geforce`` variant
+    (half-rate fp32-accumulate tensor math).  Returns None for a capability not in the
+    tables.
     """
     arch = _NVIDIA_CC_TO_ARCH.get(compute_capability)
-    if arch in ("ampere-ga10x", "ada") and "geforce" in device_name.lower():
+    if arch in _GEFORCE_VARIANTS and "geforce" in device_name.lower():
         arch += "-geforce"
     return arch
 
@@ -160,27 +200,47 @@ def architecture_throughput(vendor: Union[str, HardwareVendor],
 
 @dataclass(frozen=True)
 class ProductClock:
-    """Datasheet clock of products whose names match ``pattern`` (case-insensitive)."""
+    """Datasheet clocks of products whose names match ``pattern`` (case-insensitive)."""
 
     vendor: HardwareVendor
     pattern: str
     clock_mhz: float
+    """The clock the datasheet's tensor / matrix figures imply (for most products the one
+    clock behind every figure)."""
     product: str
+    boost_clock_mhz: Optional[float] = None
+    """The clock behind the figures of the architecture's ``boost_clock_precisions``
+    (Hopper/Blackwell fp32 and fp64); None when the datasheet uses ``clock_mhz`` for all."""
+    compute_units: Optional[int] = None
+    """Only match devices with this many SMs/CUs (products sharing one reported name,
+    e.g. every Jetson Orin reports "Orin")."""
+
+    def clock_for(self, precision: str, boost_precisions: FrozenSet[str]) -> float:
+        """MHz behind this product's datasheet figure for ``precision``."""
+        if precision in boost_precisions and self.boost_clock_mhz is not None:
+            return self.boost_clock_mhz
+        return self.clock_mhz
 
 
-def _clocks(vendor: str, rows: Sequence[Tuple[str, float, str]]) -> Tuple[ProductClock, ...]:
-    return tuple(ProductClock(HardwareVendor(vendor), p, mhz, prod) for p, mhz, prod in rows)
+def _clocks(vendor: str, rows: Sequence[tuple]) -> Tuple[ProductClock, ...]:
+    return tuple(ProductClock(HardwareVendor(vendor), *row) for row in rows)
 
 
 #: First match wins, so more specific patterns come first.  Names are as the vendor API
-#: reports them (NVML / torch.cuda / torch.xpu / sysctl).  Patterns exclude slower
-#: variants that share a name stem (H100 NVL, H200 NVL) so those fall back to the
-#: driver-reported clock instead of borrowing the SXM one.
+#: reports them (NVML / torch.cuda / torch.xpu / sysctl).  NVIDIA's newer datasheets give
+#: no clock; the clocks here are the ones their dense figures imply for the SM count
+#: (e.g. H100 SXM bf16 989.4 TF / (132 SM x 4096) = 1830 MHz; fp32 67 TF / (132 x 256) =
+#: 1980 MHz), and tests/hal/test_peak_flops.py checks each figure.
 PRODUCT_CLOCKS: Tuple[ProductClock, ...] = (
     *_clocks("nvidia", [
-        (r"H100.*PCIe", 1620, "H100 PCIe (datasheet 756 TF bf16; its 1755 MHz is the boost clock)"),
-        (r"H100.*(HBM3|SXM)", 1830, "H100 SXM"),
-        (r"H200(?!.*NVL)", 1830, "H200 SXM"),
+        # (pattern, tensor clock, product, boost clock for fp32/fp64, SM count filter)
+        (r"H100.*PCIe", 1620, "H100 PCIe (756 TF bf16; 51 TF fp32 at its 1755 MHz boost)", 1755),
+        (r"H[12]00 NVL", 1545, "H100 NVL / H200 NVL (835 TF bf16, 60 TF fp32)", 1785),
+        (r"H100.*(HBM3|SXM)", 1830, "H100 SXM", 1980),
+        (r"\bGH200\b", 1830, "GH200 Grace Hopper Superchip (H100 SXM figures)", 1980),
+        (r"(?<!G)\bH200\b", 1830, "H200 SXM", 1980),
+        (r"\bB300\b", 1856, "B300 (HGX B300: 2250 TF bf16, 75 TF fp32)", 1980),
+        (r"\bB200\b", 1856, "B200 (HGX B200: 2250 TF bf16, 75 TF fp32, 37 TF fp64)", 1980),
         (r"A100", 1410, "A100 (SXM4 and PCIe)"),
         (r"L40S", 2520, "L40S"),
         (r"\bL4\b", 2040, "L4"),
@@ -189,8 +249,13 @@ PRODUCT_CLOCKS: Tuple[ProductClock, ...] = (
         (r"V100.*SXM2", 1530, "V100 SXM2"),
         (r"V100.*PCIE", 1380, "V100 PCIe"),
         (r"\bT4\b", 1590, "T4"),
+        (r"RTX PRO 6000 Blackwell", 2617, "RTX PRO 6000 Blackwell"),
+        (r"RTX 5090", 2407, "GeForce RTX 5090"),
+        (r"RTX 5080", 2617, "GeForce RTX 5080"),
         (r"RTX 4090", 2520, "GeForce RTX 4090"),
         (r"RTX 3090(?! Ti)", 1695, "GeForce RTX 3090"),
+        # Every Jetson Orin reports "Orin"; the SM count tells the modules apart.
+        (r"\bOrin\b", 1300, "Jetson AGX Orin 64GB", None, 16),
     ]),
     *_clocks("amd", [
         (r"MI355X", 2400, "Instinct MI355X"),
@@ -213,24 +278,41 @@ PRODUCT_CLOCKS: Tuple[ProductClock, ...] = (
 )
 
 
-def datasheet_clock_mhz(vendor: Union[str, HardwareVendor], device_name: str) -> Optional[float]:
-    """Datasheet clock (MHz) of a product by its reported name; None if not in the table."""
+def datasheet_clocks(vendor: Union[str, HardwareVendor], device_name: str,
+                     compute_units: Optional[int] = None) -> Optional[ProductClock]:
+    """The :data:`PRODUCT_CLOCKS` row of a product by its reported name (and, for rows
+    that need it, its SM/CU count); None if the table lacks it."""
     vendor = HardwareVendor.parse(vendor)
     for row in PRODUCT_CLOCKS:
-        if row.vendor is vendor and re.search(row.pattern, device_name, re.IGNORECASE):
-            return row.clock_mhz
+        if row.vendor is not vendor or not re.search(row.pattern, device_name, re.IGNORECASE):
+            continue
+        if row.compute_units is not None and row.compute_units != compute_units:
+            continue
+        return row
     return None
 
 
+def datasheet_clock_mhz(vendor: Union[str, HardwareVendor], device_name: str,
+                        compute_units: Optional[int] = None) -> Optional[float]:
+    """Datasheet (tensor) clock, MHz, of a product by its reported name; None if not in
+    the table.  See :func:`datasheet_clocks` for the boost clock as well."""
+    row = datasheet_clocks(vendor, device_name, compute_units)
+    return None if row is None else row.clock_mhz
+
+
 def theoretical_peak_tflops(vendor: Union[str, HardwareVendor], architecture: str,
-                            compute_units: int, clock_mhz: float) -> Dict[str, float]:
+                            compute_units: int, clock_mhz: float,
+                            boost_clock_mhz: Optional[float] = None) -> Dict[str, float]:
     """Dense theoretical peak per precision, in TFLOPS (TOPS for ``int8``).
 
     Args:
         vendor: the device's vendor (name or :class:`HardwareVendor`).
         architecture: a table key, e.g. ``"hopper"``, ``"gfx942"``, ``"xe-hpc"``.
         compute_units: SMs / CUs / EUs / cores of this device.
-        clock_mhz: the datasheet clock in MHz (see :func:`datasheet_clock_mhz`).
+        clock_mhz: the datasheet (tensor) clock in MHz (see :func:`datasheet_clocks`).
+        boost_clock_mhz: the clock, MHz, for the architecture's
+            ``boost_clock_precisions`` (Hopper/Blackwell fp32, fp64); None uses
+            ``clock_mhz`` for every precision.
 
     Raises:
         ValueError: for an architecture not in :data:`ARCHITECTURES` (the message lists
@@ -244,7 +326,12 @@ def theoretical_peak_tflops(vendor: Union[str, HardwareVendor], architecture: st
             f"no peak-throughput table for {vendor.value} architecture {architecture!r}; "
             f"known: {', '.join(known) or 'none'} (add it to peak_flops.ARCHITECTURES)"
         )
-    return peak_from_rates(entry.flop_per_clock_per_unit, compute_units, clock_mhz)
+    peak = peak_from_rates(entry.flop_per_clock_per_unit, compute_units, clock_mhz)
+    if boost_clock_mhz is not None and entry.boost_clock_precisions:
+        boosted = {k: v for k, v in entry.flop_per_clock_per_unit.items()
+                   if k in entry.boost_clock_precisions}
+        peak.update(peak_from_rates(boosted, compute_units, boost_clock_mhz))
+    return peak
 
 
 def peak_from_rates(flop_per_clock_per_unit: Mapping[str, float], compute_units: int,

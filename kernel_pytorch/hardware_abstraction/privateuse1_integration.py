@@ -239,6 +239,10 @@ def register_custom_device(backend: CustomDeviceBackend, config: PrivateUse1Conf
             disagrees with the backend's description.
     """
     global _registered
+    import kernel_pytorch
+
+    if kernel_pytorch._EXTENSION_PROBLEM is not None:
+        raise ImportError(kernel_pytorch._EXTENSION_PROBLEM)
     from kernel_pytorch import _C
     from kernel_pytorch.asic.registration import claim_privateuse1, register_device
 

@@ -4,7 +4,10 @@ Rules, applied in this order (``select_device`` and ``explain_selection`` share 
 
 1. Vendor filter: with ``preferred_vendors`` given, devices of vendors not in
    the list are rejected. Without it every vendor is considered, in
-   :data:`DEFAULT_VENDOR_PRIORITY` order (accelerators before the CPU).
+   :data:`DEFAULT_VENDOR_PRIORITY` order (accelerators before the CPU), except
+   that simulated devices (``DeviceSpec.is_simulated``: my_asic on its bundled
+   simulator, which runs on the host CPU) rank after every real device, the
+   CPU included. Naming their vendor in ``preferred_vendors`` selects them.
 2. Devices torch cannot address (``torch_usable`` False: OpenCL devices, or
    GPUs under a torch build without their backend) are rejected.
 3. Memory: live free memory (GB = 1e9 bytes, as last discovered/refreshed)
@@ -77,7 +80,7 @@ class SelectionVerdict:
         return self.rank is not None
 
     def __str__(self) -> str:
-        where = f"{self.device.device} [{self.device.vendor.value}] {self.device.name}"
+        where = f"{self.device.label} [{self.device.vendor.value}] {self.device.name}"
         if self.accepted:
             peak = f"{self.peak_tflops:.1f}" if self.peak_tflops is not None else "?"
             return f"#{self.rank} {where}: {self.memory_headroom_gb:+.1f} GB headroom, {peak} TFLOPS"
@@ -114,11 +117,14 @@ def _check_requirement(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a number >= 0, got {value!r}")
 
 
-def _normalise_request(memory_gb, compute_tflops, dtype, preferred_vendors) -> Tuple[str, Tuple[HardwareVendor, ...]]:
+def _normalise_request(memory_gb, compute_tflops, dtype, preferred_vendors) -> Tuple[str, Tuple[HardwareVendor, ...], bool]:
+    """(precision key, vendor order, whether simulated devices rank last)."""
     _check_requirement("memory_gb", memory_gb)
     _check_requirement("compute_tflops", compute_tflops)
     vendors = parse_vendor_list(preferred_vendors)
-    return precision_key(dtype), (vendors if vendors is not None else DEFAULT_VENDOR_PRIORITY)
+    if vendors is None:
+        return precision_key(dtype), DEFAULT_VENDOR_PRIORITY, True
+    return precision_key(dtype), vendors, False
 
 
 def _rejection_reasons(
@@ -146,7 +152,8 @@ def _rejection_reasons(
 
 
 def _ranked_candidates(
-    devices: Sequence[DeviceSpec], memory_gb: float, compute_tflops: float, key: str, vendor_order: Tuple[HardwareVendor, ...]
+    devices: Sequence[DeviceSpec], memory_gb: float, compute_tflops: float, key: str,
+    vendor_order: Tuple[HardwareVendor, ...], simulated_last: bool = True,
 ) -> List[Tuple[tuple, DeviceSpec, float]]:
     """(sort key, spec, peak) of every device meeting the requirement, best first.
 
@@ -163,7 +170,10 @@ def _ranked_candidates(
         peak = spec.capabilities.peak_tflops_for(key)
         if peak is None or peak < compute_tflops:
             continue
-        accepted.append(((vendor_order.index(spec.vendor), memory_gb - free_gb, -peak, position), spec, peak))
+        vendor_rank = vendor_order.index(spec.vendor)
+        if simulated_last and spec.is_simulated:
+            vendor_rank += len(vendor_order)  # behind every real device, the host CPU included
+        accepted.append(((vendor_rank, memory_gb - free_gb, -peak, position), spec, peak))
     accepted.sort(key=lambda item: item[0])
     return accepted
 
@@ -191,8 +201,8 @@ def explain_selection(
     Raises:
         ValueError: negative requirements, unknown dtype or vendor names.
     """
-    key, vendor_order = _normalise_request(memory_gb, compute_tflops, dtype, preferred_vendors)
-    ranked = _ranked_candidates(devices, memory_gb, compute_tflops, key, vendor_order)
+    key, vendor_order, simulated_last = _normalise_request(memory_gb, compute_tflops, dtype, preferred_vendors)
+    ranked = _ranked_candidates(devices, memory_gb, compute_tflops, key, vendor_order, simulated_last)
     verdicts = [
         SelectionVerdict(
             spec, rank, (), spec.capabilities.memory_free_gb, spec.capabilities.memory_free_gb - memory_gb, peak
@@ -223,6 +233,6 @@ def select_device(
     Arguments and units as :func:`explain_selection`; call that to learn why
     devices were rejected.
     """
-    key, vendor_order = _normalise_request(memory_gb, compute_tflops, dtype, preferred_vendors)
-    ranked = _ranked_candidates(devices, memory_gb, compute_tflops, key, vendor_order)
+    key, vendor_order, simulated_last = _normalise_request(memory_gb, compute_tflops, dtype, preferred_vendors)
+    ranked = _ranked_candidates(devices, memory_gb, compute_tflops, key, vendor_order, simulated_last)
     return ranked[0][1] if ranked else None

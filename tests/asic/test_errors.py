@@ -41,6 +41,16 @@ def test_allocation_beyond_capacity_raises_out_of_memory_with_figures():
         torch.empty(_beyond_capacity_bytes(), dtype=torch.uint8, device="my_asic")
 
 
+def test_out_of_memory_message_states_the_request_and_the_advice_once():
+    size = _beyond_capacity_bytes()
+    with pytest.raises(torch.OutOfMemoryError) as error:
+        torch.empty(size, dtype=torch.uint8, device="my_asic")
+    message = str(error.value).split("\n")[0]
+    assert message.count(str(size)) == 1
+    assert message.lower().count("free tensors") == 1
+    assert message.count("empty_cache") == 1
+
+
 def test_device_stays_usable_after_out_of_memory():
     baseline = torch.my_asic.memory_allocated()
     with pytest.raises(torch.OutOfMemoryError):

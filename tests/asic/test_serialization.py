@@ -79,3 +79,23 @@ def test_optimizer_state_round_trips_on_device():
     exp_avg = loaded["state"][0]["exp_avg"]
     assert exp_avg.device.type == "my_asic"
     assert torch.equal(exp_avg.cpu(), optimizer.state[param]["exp_avg"].cpu())
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+def test_map_location_to_a_missing_device_says_which_devices_exist(as_dict):
+    count = torch.my_asic.device_count()
+    missing = f"my_asic:{count + 3}"
+    map_location = {"my_asic:0": missing} if as_dict else missing
+    with pytest.raises(RuntimeError) as error:
+        _round_trip(torch.arange(3.0, device="my_asic:0"), map_location=map_location)
+    message = str(error.value)
+    existing = ", ".join(f"'my_asic:{i}'" for i in range(count))
+    assert f"'{missing}'" in message and f"this process has {count} my_asic device(s): {existing}" in message
+    assert "map_location='my_asic:0'" in message
+    assert "Please use torch.load with map_location" not in message
+
+
+def test_device_stays_usable_after_a_bad_map_location():
+    with pytest.raises(RuntimeError):
+        _round_trip(torch.arange(3.0, device="my_asic:0"), map_location="my_asic:5")
+    assert _round_trip(torch.arange(3.0, device="my_asic:0"), map_location="my_asic:1").device == torch.device("my_asic", 1)

@@ -19,7 +19,8 @@ TORCH_TYPE = {
 }
 
 
-def fake_spec(vendor, index=0, free_gb=40.0, bf16=100.0, fp32=None, total_gb=None, torch_usable=True, name=None):
+def fake_spec(vendor, index=0, free_gb=40.0, bf16=100.0, fp32=None, total_gb=None, torch_usable=True, name=None,
+              simulated=False):
     """A described (not discovered) device: bf16/fp32 peaks in TFLOPS, memory in GB.
 
     fp32 defaults to a quarter of bf16 (1.0 without bf16); total memory to the free memory.
@@ -40,6 +41,7 @@ def fake_spec(vendor, index=0, free_gb=40.0, bf16=100.0, fp32=None, total_gb=Non
         clock_mhz=1000.0,
         peak_tflops=peaks,
         supported_dtypes=list(peaks),
+        details={"simulated": True} if simulated else {},
     )
     device_type = TORCH_TYPE[vendor.value]
     device = torch.device(device_type) if device_type == "cpu" else torch.device(device_type, index)

@@ -40,6 +40,16 @@ def test_devices_json_lists_devices_and_unavailable_vendors(capsys):
     assert isinstance(payload["unavailable_vendors"], dict)
 
 
+def test_devices_json_names_each_device_as_the_table_does(capsys):
+    _, table, _ = run_cli(capsys, "devices")
+    _, out, _ = run_cli(capsys, "devices", "--json")
+    first_column = [line.split()[0] for line in table.splitlines()[2:] if line and not line.startswith(("Peak", "not found", "could not"))]
+    assert [d["device"] for d in json.loads(out)["devices"]] == first_column
+    for device in json.loads(out)["devices"]:
+        if not device["torch_usable"]:  # e.g. PoCL's OpenCL CPU device
+            assert device["device"] == f"{device['vendor']}:{device['index']}"
+
+
 def test_backends_summary_recommends_a_backend(capsys):
     code, out, _ = run_cli(capsys, "backends")
     assert code == 0

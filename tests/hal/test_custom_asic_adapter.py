@@ -41,10 +41,18 @@ def test_my_asic_properties_come_from_the_device_module():
     for spec in CustomAsicAdapter().discover_devices():
         props = MY_ASIC.get_device_properties(spec.index)
         caps = spec.capabilities
-        assert caps.device_name == props.name
+        assert caps.device_name == f"{props.name} (simulated)"
         assert caps.memory_total_gb == pytest.approx(props.total_memory / 1e9)
         assert caps.compute_units == props.multi_processor_count
         assert caps.details["host_addressable"] == bool(props.host_addressable)
+
+
+@needs_my_asic
+def test_the_bundled_simulator_is_labelled_simulated():
+    assert MY_ASIC.is_simulated()
+    for spec in CustomAsicAdapter().discover_devices():
+        assert spec.is_simulated and spec.capabilities.details["simulated"] is True
+        assert "host CPU" in spec.capabilities.details["simulated_note"]
 
 
 @needs_my_asic

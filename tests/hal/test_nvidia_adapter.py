@@ -47,13 +47,85 @@ def test_recorded_h200_peak_uses_datasheet_clock_not_nvml_max_clock(recorded_h20
     assert "datasheet" in caps.details["clock_source"]
 
 
-def test_unknown_product_falls_back_to_nvml_max_clock_labelled(replay):
+def _recorded_as(replay, name):
+    """The recorded 2x H200 under another product name (as NVML would report it)."""
     recording = replay.load("nvml_h200_x2_nvlink.json")
-    for device in recording["devices"]:  # same recorded GPU under an unlisted product name
-        device["name"] = "NVIDIA H200 NVL"
-    caps = _adapter(replay.RecordedNvml(recording)).discover_devices()[0].capabilities
-    assert caps.clock_mhz == 1980
-    assert "NVML max SM clock" in caps.details["clock_source"]
+    for device in recording["devices"]:
+        device["name"] = name
+    return replay.RecordedNvml(recording)
+
+
+def test_recorded_h200_fp32_and_fp64_use_the_boost_clock(recorded_h200_nvml):
+    # NVIDIA quotes Hopper's CUDA-core rates at 1980 MHz: H200 SXM fp32 67 TF, fp64 tensor 67 TF.
+    caps = _adapter(recorded_h200_nvml).discover_devices()[0].capabilities
+    assert caps.peak_tflops_for(torch.float32) == pytest.approx(67.0, rel=0.01)
+    assert caps.peak_tflops_for(torch.float64) == pytest.approx(67.0, rel=0.01)
+
+
+def test_unlisted_product_does_not_overstate_tensor_peak(replay):
+    # "NVIDIA Graphics Device" is what NVML reports for a GPU its driver has no name for.
+    caps = _adapter(_recorded_as(replay, "NVIDIA Graphics Device")).discover_devices()[0].capabilities
+    assert caps.peak_tflops_for(torch.bfloat16) == pytest.approx(989.4, rel=0.01)  # not 1070
+    assert caps.peak_tflops_for(torch.float32) == pytest.approx(66.9, rel=0.01)    # boost clock
+    assert caps.clock_mhz == pytest.approx(1830, abs=1)
+    assert caps.details["clock_source"].startswith("estimated")
+    assert "1980 MHz" in caps.details["clock_source"]
+
+
+def test_gh200_is_not_labelled_h200(replay):
+    caps = _adapter(_recorded_as(replay, "NVIDIA GH200 480GB")).discover_devices()[0].capabilities
+    assert "GH200" in caps.details["clock_source"]
+    assert "H200 SXM" not in caps.details["clock_source"]
+    assert caps.peak_tflops_for(torch.bfloat16) == pytest.approx(989.4, rel=0.01)
+
+
+def test_failing_max_clock_query_of_unlisted_gpu_leaves_discovery_working(replay):
+    nvml = _recorded_as(replay, "NVIDIA Graphics Device")
+    for device in nvml.devices:
+        device["max_clock_sm_mhz"] = {"nvml_error": 3}  # NVML_ERROR_NOT_SUPPORTED
+    specs = _adapter(nvml).discover_devices()
+    assert len(specs) == 2
+    caps = specs[0].capabilities
+    assert caps.peak_tflops == {} and caps.clock_mhz is None
+    assert caps.memory_total_gb == pytest.approx(150.75, abs=0.01)
+    assert caps.details["unreadable"]["max SM clock"] == "nvmlDeviceGetMaxClockInfo: Not Supported"
+
+
+@pytest.mark.parametrize("field, what", [
+    ("memory", "memory info"), ("pci_bus_id", "PCI info"), ("num_gpu_cores", None),
+    ("attributes", None), ("max_clock_sm_mhz", None),
+])
+def test_any_single_failing_query_still_describes_every_gpu(replay, field, what):
+    nvml = replay.RecordedNvml(replay.load("nvml_h200_x2_nvlink.json"))
+    nvml.devices[0][field] = {"nvml_error": 3}
+    specs = _adapter(nvml).discover_devices()
+    assert [s.capabilities.details["uuid"] for s in specs] == [UUID_0, UUID_1]
+    assert specs[1].capabilities.details.get("unreadable") is None
+    if what is not None:
+        assert "Not Supported" in specs[0].capabilities.details["unreadable"][what]
+
+
+def test_failing_sm_count_queries_leave_peak_unknown_and_say_why(replay):
+    nvml = replay.RecordedNvml(replay.load("nvml_h200_x2_nvlink.json"))
+    nvml.devices[0]["num_gpu_cores"] = {"nvml_error": 3}
+    nvml.devices[0]["attributes"] = {"nvml_error": 3}
+    caps = _adapter(nvml).discover_devices()[0].capabilities
+    assert caps.peak_tflops == {}
+    assert "SM count" in caps.details["unreadable"]
+    assert caps.details["peak_source"] == "unavailable: SM count or clock unknown"
+
+
+def test_gpu_nvml_cannot_open_is_skipped_and_reported(replay):
+    class LostSecondGpu(replay.RecordedNvml):
+        def nvmlDeviceGetHandleByIndex(self, index):
+            if index == 1:
+                raise replay.NVMLError(15)  # NVML_ERROR_GPU_IS_LOST
+            return super().nvmlDeviceGetHandleByIndex(index)
+
+    adapter = _adapter(LostSecondGpu(replay.load("nvml_h200_x2_nvlink.json")))
+    (spec,) = adapter.discover_devices()
+    assert spec.capabilities.details["uuid"] == UUID_0
+    assert adapter.problems == ["NVML GPU 1 skipped: nvmlDeviceGetHandleByIndex: NVML Error with code 15"]
 
 
 def test_nvlink_between_recorded_h200s_with_bandwidth_from_link_count(recorded_h200_nvml):

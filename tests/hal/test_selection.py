@@ -13,9 +13,10 @@ from kernel_pytorch.hardware_abstraction.hal_core import HardwareVendor
 from kernel_pytorch.hardware_abstraction.selection import explain_selection, parse_vendor_list, select_device
 
 
-def fake_spec(vendor, index=0, free_gb=40.0, bf16=100.0, fp32=20.0, torch_usable=True, name=None):
+def fake_spec(vendor, index=0, free_gb=40.0, bf16=100.0, fp32=20.0, torch_usable=True, name=None, simulated=False):
     return hal_test_support.fake_spec(
-        vendor, index, free_gb, bf16, fp32=fp32, total_gb=max(free_gb, 1.0) * 2, torch_usable=torch_usable, name=name
+        vendor, index, free_gb, bf16, fp32=fp32, total_gb=max(free_gb, 1.0) * 2, torch_usable=torch_usable, name=name,
+        simulated=simulated,
     )
 
 
@@ -74,6 +75,25 @@ def test_without_preference_accelerators_rank_before_the_cpu():
     cpu = fake_spec("cpu", free_gb=500.0, bf16=50.0)
     asic = fake_spec("custom_asic", free_gb=16.0, bf16=50.0)
     assert select_device([cpu, asic], 8, 10) is asic
+
+
+def test_without_preference_a_simulated_device_ranks_after_the_real_cpu():
+    cpu = fake_spec("cpu", free_gb=20.0, bf16=0.7)
+    simulated = fake_spec("custom_asic", free_gb=17.0, bf16=0.7, simulated=True)
+    ranked = [v.device for v in explain_selection([simulated, cpu], 1, 0) if v.accepted]
+    assert ranked == [cpu, simulated]
+
+
+def test_naming_the_vendor_selects_the_simulated_device():
+    cpu = fake_spec("cpu", free_gb=20.0, bf16=0.7)
+    simulated = fake_spec("custom_asic", free_gb=17.0, bf16=0.7, simulated=True)
+    assert select_device([simulated, cpu], 1, 0, preferred_vendors=["my_asic", "cpu"]) is simulated
+
+
+def test_a_simulated_device_is_still_chosen_when_nothing_real_fits():
+    cpu = fake_spec("cpu", free_gb=2.0, bf16=0.7)
+    simulated = fake_spec("custom_asic", free_gb=17.0, bf16=0.7, simulated=True)
+    assert select_device([cpu, simulated], 8, 0) is simulated
 
 
 def test_devices_torch_cannot_use_are_never_selected():

@@ -26,13 +26,13 @@ kpdrError_t DeviceMemory::allocate(int device, std::size_t size, void** ptr) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::size_t& used = used_bytes_[device];
     if (charged > capacity_bytes_ - used) {
+      // Facts only, each once: callers (the ATen allocator) add their own advice.
       return fail(KPDR_ERROR_OUT_OF_MEMORY,
-                  "requested " + format_bytes(size) + " on device " + std::to_string(device) +
-                      " but only " + format_bytes(capacity_bytes_ - used) + " of " +
-                      format_bytes(capacity_bytes_) + " free (requested " +
-                      std::to_string(size) + " bytes, free " +
-                      std::to_string(capacity_bytes_ - used) +
-                      " bytes); free tensors or empty the allocator cache");
+                  "requested " + format_bytes(size) + " (" + std::to_string(size) +
+                      " bytes) on device " + std::to_string(device) + " but only " +
+                      format_bytes(capacity_bytes_ - used) + " of " +
+                      format_bytes(capacity_bytes_) + " free (" +
+                      std::to_string(capacity_bytes_ - used) + " bytes free)");
     }
     used += charged;
   }

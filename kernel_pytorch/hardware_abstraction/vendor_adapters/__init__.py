@@ -48,15 +48,16 @@ def auto_detect_best_adapter(adapters: Optional[List[VendorAdapter]] = None) -> 
     """The adapter whose torch-usable devices have the highest bf16 peak (TFLOPS).
 
     Ties go to the adapter listed first (accelerators come before the CPU in
-    :func:`default_adapters`).  Falls back to the CPU adapter when no adapter reports a
-    bf16 peak; never returns None.
+    :func:`default_adapters`).  Simulated devices (my_asic on its bundled simulator runs
+    on the host CPU) do not count.  Falls back to the CPU adapter when no adapter reports
+    a bf16 peak; never returns None.
     """
     adapters = default_adapters() if adapters is None else list(adapters)
     best: Optional[VendorAdapter] = None
     best_peak = 0.0
     for adapter in adapters:
         peaks = [spec.capabilities.peak_tflops.get("bf16") or 0.0
-                 for spec in adapter.discover_devices() if spec.torch_usable]
+                 for spec in adapter.discover_devices() if spec.torch_usable and not spec.is_simulated]
         if peaks and max(peaks) > best_peak:
             best, best_peak = adapter, max(peaks)
     if best is not None:

@@ -45,7 +45,10 @@ class CustomAsicAdapter(VendorAdapter):
         """``<backend>:N`` devices; [] with a reason when no backend is registered."""
         name, module = self._device_module()
         if module is None:
-            self._unavailable_reason = f"{_NOT_REGISTERED} (torch.{name} does not exist)"
+            import kernel_pytorch
+
+            problem = getattr(kernel_pytorch, "_EXTENSION_PROBLEM", None)
+            self._unavailable_reason = problem or f"{_NOT_REGISTERED} (torch.{name} does not exist)"
             return []
         if not module.is_available():
             self._unavailable_reason = f"torch.{name}.is_available() is False"
@@ -66,7 +69,14 @@ class CustomAsicAdapter(VendorAdapter):
         props = module.get_device_properties(index)
         free, total = module.mem_get_info(index)
         host_addressable = bool(getattr(props, "host_addressable", False))
-        details: Dict[str, Any] = {"backend": backend, "host_addressable": host_addressable}
+        simulated_check = getattr(module, "is_simulated", None)
+        simulated = bool(simulated_check()) if simulated_check is not None else False
+        details: Dict[str, Any] = {"backend": backend, "host_addressable": host_addressable,
+                                   "simulated": simulated}
+        if simulated:
+            details["simulated_note"] = (
+                "kernel_pytorch's reference runtime: device memory is host RAM and kernels run on "
+                "the host CPU; selected only when asked for (preferred_vendors=['my_asic'])")
         if host_addressable:
             # Host-addressable device memory means kernel_pytorch runs torch's CPU kernels
             # in place on the host: the host CPU's peak is the device's peak.
@@ -80,7 +90,7 @@ class CustomAsicAdapter(VendorAdapter):
             peak, clock_mhz = {}, None
             details["peak_source"] = "unavailable: the runtime reports no clock or throughput"
         caps = HardwareCapabilities(
-            device_name=props.name,
+            device_name=f"{props.name} (simulated)" if simulated else props.name,
             vendor=HardwareVendor.CUSTOM_ASIC,
             # The kpdr ABI reports no architecture; the reference runtime is a simulator.
             architecture=getattr(props, "architecture", None) or f"{backend.replace('_', '')}-sim",

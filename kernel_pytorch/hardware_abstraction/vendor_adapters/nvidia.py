@@ -21,7 +21,7 @@ from ..hal_core import (
     BYTES_PER_GB, DeviceLink, DeviceSpec, HardwareCapabilities, HardwareVendor, VendorAdapter,
 )
 from ..peak_flops import (
-    ARCHITECTURES, NVIDIA_CORES_PER_SM, datasheet_clock_mhz, nvidia_architecture,
+    ARCHITECTURES, NVIDIA_CORES_PER_SM, datasheet_clocks, nvidia_architecture,
     theoretical_peak_tflops,
 )
 
@@ -76,6 +76,7 @@ class NvidiaAdapter(VendorAdapter):
         self._nvml = nvml
         self._visible_override = cuda_visible_devices
         self._use_torch_fallback = use_torch_fallback
+        self._problems: List[str] = []
 
     # ------------------------------------------------------------------ discovery
     def discover_devices(self) -> List[DeviceSpec]:
@@ -85,6 +86,7 @@ class NvidiaAdapter(VendorAdapter):
                 "torch is a ROCm build: torch.cuda addresses AMD GPUs (AmdAdapter reports them)"
             )
             return []
+        self._problems = []
         nvml, nvml_problem = self._load_nvml()
         if nvml is not None:
             try:
@@ -108,6 +110,12 @@ class NvidiaAdapter(VendorAdapter):
         self._unavailable_reason = nvml_problem
         return []
 
+    @property
+    def problems(self) -> List[str]:
+        """What the last discovery could not read about whole GPUs (e.g. a GPU NVML could
+        not open); per-GPU unreadable figures are in ``details["unreadable"]``."""
+        return list(self._problems)
+
     def refresh_memory(self, spec: DeviceSpec) -> None:
         """Re-read free memory (GB) through NVML by UUID, else ``torch.cuda.mem_get_info``."""
         self._check_owns(spec)
@@ -118,6 +126,10 @@ class NvidiaAdapter(VendorAdapter):
             try:
                 handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
                 free = nvml.nvmlDeviceGetMemoryInfo(handle).free
+            except nvml.NVMLError as error:
+                # Keep the last figure; say why it is stale rather than fail the refresh.
+                spec.capabilities.details.setdefault("unreadable", {})["memory info (refresh)"] = str(error)
+                return
             finally:
                 nvml.nvmlShutdown()
         else:
@@ -146,48 +158,76 @@ class NvidiaAdapter(VendorAdapter):
         return pynvml, None
 
     def _discover_with_nvml(self, nvml: Any) -> List[DeviceSpec]:
-        gpus = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        visible = _resolve_visible_devices(nvml, gpus, parse_cuda_visible_devices(self._visible_value()))
-        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        gpus, nvml_indices = [], []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            try:
+                gpus.append(nvml.nvmlDeviceGetHandleByIndex(i))
+                nvml_indices.append(i)
+            except nvml.NVMLError as error:
+                # A GPU NVML cannot open (fallen off the bus, lost) is one CUDA does not
+                # enumerate either; the others are still described.
+                self._problems.append(f"NVML GPU {i} skipped: nvmlDeviceGetHandleByIndex: {error}")
+        visible = [(handle, nvml_indices[position]) for handle, position in
+                   _resolve_visible_devices(nvml, gpus, parse_cuda_visible_devices(self._visible_value()))]
+        driver = _query(nvml, {}, "driver version", nvml.nvmlSystemGetDriverVersion)
         specs = []
         for torch_index, (handle, nvml_index) in enumerate(visible):
-            specs.append(self._spec_from_nvml(nvml, handle, nvml_index, torch_index, driver))
+            specs.append(self._spec_from_nvml(nvml, handle, nvml_index, torch_index,
+                                              None if driver is None else _text(driver)))
         _add_links(nvml, [handle for handle, _ in visible], specs)
         return specs
 
     def _spec_from_nvml(self, nvml: Any, handle: Any, nvml_index: int, torch_index: int,
-                        driver: str) -> DeviceSpec:
+                        driver: Optional[str]) -> DeviceSpec:
+        # Every query goes through _query: one that fails (NOT_SUPPORTED on a new or
+        # virtualised GPU, a transient error) leaves its figure unknown and is recorded in
+        # details["unreadable"], and the GPU and the machine's other GPUs are still described.
+        unreadable: Dict[str, str] = {}
+
+        def query(what: str, call: Any, *args: Any, default: Any = None) -> Any:
+            return _query(nvml, unreadable, what, call, *args, default=default)
+
         is_mig = _is_mig(nvml, handle)
-        parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle) if is_mig else handle
-        name = _text(nvml.nvmlDeviceGetName(handle))
-        parent_name = _text(nvml.nvmlDeviceGetName(parent))
-        major, minor = nvml.nvmlDeviceGetCudaComputeCapability(parent)
-        compute_capability = f"{major}.{minor}"
-        arch = nvidia_architecture(compute_capability, parent_name)
-        memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+        parent = handle
+        if is_mig:
+            parent = query("parent of MIG device", nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle,
+                           handle, default=handle)
+        name = _text(query("name", nvml.nvmlDeviceGetName, handle, default="NVIDIA GPU (name unreadable)"))
+        parent_name = _text(query("name", nvml.nvmlDeviceGetName, parent, default=name)) if is_mig else name
+        cc = query("compute capability", nvml.nvmlDeviceGetCudaComputeCapability, parent)
+        compute_capability = f"{cc[0]}.{cc[1]}" if cc else None
+        arch = nvidia_architecture(compute_capability, parent_name) if compute_capability else None
+        memory = query("memory info", nvml.nvmlDeviceGetMemoryInfo, handle)
+        uuid = query("UUID", nvml.nvmlDeviceGetUUID, handle)
+        pci = query("PCI info", nvml.nvmlDeviceGetPciInfo, parent)
         details: Dict[str, Any] = {
             "source": "nvml",
             "nvml_index": nvml_index,
-            "uuid": _text(nvml.nvmlDeviceGetUUID(handle)),
-            "pci_bus_id": _text(nvml.nvmlDeviceGetPciInfo(parent).busId),
+            "uuid": None if uuid is None else _text(uuid),
+            "pci_bus_id": None if pci is None else _text(pci.busId),
             "driver_version": driver,
             "mig": is_mig,
         }
-        sm_count = _sm_count(nvml, handle, arch, is_mig)
-        clock_mhz = datasheet_clock_mhz(HardwareVendor.NVIDIA, parent_name)
-        if clock_mhz is not None:
-            details["clock_source"] = "datasheet clock table (peak_flops.PRODUCT_CLOCKS)"
+        sm_count = _sm_count(nvml, handle, arch, is_mig, unreadable)
+        row = datasheet_clocks(HardwareVendor.NVIDIA, parent_name, sm_count)
+        boost_mhz: Optional[float] = None
+        if row is not None:
+            clock_mhz: Optional[float] = float(row.clock_mhz)
+            boost_mhz = None if row.boost_clock_mhz is None else float(row.boost_clock_mhz)
+            details["clock_source"] = f"datasheet clock table (peak_flops.PRODUCT_CLOCKS: {row.product})"
         else:
-            clock_mhz = float(nvml.nvmlDeviceGetMaxClockInfo(parent, _NVML_CLOCK_SM))
-            details["clock_source"] = "NVML max SM clock (boost; product not in the datasheet table)"
-        peak = _peak(arch, sm_count, clock_mhz, details)
+            max_mhz = query("max SM clock", nvml.nvmlDeviceGetMaxClockInfo, parent, _NVML_CLOCK_SM)
+            clock_mhz, boost_mhz = _clocks_from_max(arch, max_mhz, details)
+        if unreadable:
+            details["unreadable"] = unreadable
+        peak = _peak(arch, sm_count, clock_mhz, details, boost_mhz)
         caps = HardwareCapabilities(
             device_name=name,
             vendor=HardwareVendor.NVIDIA,
-            architecture=arch or f"sm_{major}{minor}",
+            architecture=arch or (f"sm_{cc[0]}{cc[1]}" if cc else "unknown"),
             compute_capability=compute_capability,
-            memory_total_gb=memory.total / BYTES_PER_GB,
-            memory_free_gb=memory.free / BYTES_PER_GB,
+            memory_total_gb=0.0 if memory is None else memory.total / BYTES_PER_GB,
+            memory_free_gb=0.0 if memory is None else memory.free / BYTES_PER_GB,
             compute_units=sm_count or 0,
             clock_mhz=clock_mhz,
             peak_tflops=peak,
@@ -209,12 +249,14 @@ class NvidiaAdapter(VendorAdapter):
                 "uuid": None,
                 "driver_version": None,
             }
-            clock_mhz = datasheet_clock_mhz(HardwareVendor.NVIDIA, props.name)
+            row = datasheet_clocks(HardwareVendor.NVIDIA, props.name, props.multi_processor_count)
+            clock_mhz = None if row is None else float(row.clock_mhz)
+            boost_mhz = None if row is None or row.boost_clock_mhz is None else float(row.boost_clock_mhz)
             details["clock_source"] = (
-                "datasheet clock table (peak_flops.PRODUCT_CLOCKS)" if clock_mhz is not None
+                f"datasheet clock table (peak_flops.PRODUCT_CLOCKS: {row.product})" if row is not None
                 else "unknown: product not in the datasheet table and NVML unavailable"
             )
-            peak = _peak(arch, props.multi_processor_count, clock_mhz, details)
+            peak = _peak(arch, props.multi_processor_count, clock_mhz, details, boost_mhz)
             caps = HardwareCapabilities(
                 device_name=props.name,
                 vendor=HardwareVendor.NVIDIA,
@@ -250,15 +292,53 @@ def _spec(torch_index: int, caps: HardwareCapabilities) -> DeviceSpec:
 
 
 def _peak(arch: Optional[str], sm_count: Optional[int], clock_mhz: Optional[float],
-          details: Dict[str, Any]) -> Dict[str, float]:
+          details: Dict[str, Any], boost_clock_mhz: Optional[float] = None) -> Dict[str, float]:
     if arch is None:
         details["peak_source"] = "unavailable: compute capability not in peak_flops tables"
         return {}
     if not sm_count or not clock_mhz:
         details["peak_source"] = "unavailable: SM count or clock unknown"
         return {}
-    details["peak_source"] = f"{sm_count} SM x {clock_mhz:.0f} MHz x {arch} FLOP/clk/SM"
-    return theoretical_peak_tflops(HardwareVendor.NVIDIA, arch, sm_count, clock_mhz)
+    boosted = ARCHITECTURES[(HardwareVendor.NVIDIA, arch)].boost_clock_precisions
+    clocks = f"{clock_mhz:.0f} MHz"
+    if boost_clock_mhz is not None and boosted:
+        clocks += f" ({'/'.join(sorted(boosted))} at {boost_clock_mhz:.0f} MHz)"
+    details["peak_source"] = f"{sm_count} SM x {clocks} x {arch} FLOP/clk/SM"
+    return theoretical_peak_tflops(HardwareVendor.NVIDIA, arch, sm_count, clock_mhz, boost_clock_mhz)
+
+
+def _clocks_from_max(arch: Optional[str], max_mhz: Any,
+                     details: Dict[str, Any]) -> Tuple[Optional[float], Optional[float]]:
+    """(tensor clock, boost clock) in MHz for a product missing from the clock table.
+
+    NVML's maximum SM clock is the boost clock, which NVIDIA uses for the CUDA-core
+    figures; the tensor figures are quoted at a lower clock, estimated with the
+    architecture's datasheet ratio so that the peak is not overstated.
+    """
+    if max_mhz is None:
+        details["clock_source"] = "unknown: product not in the datasheet table and NVML gave no max SM clock"
+        return None, None
+    boost = float(max_mhz)
+    ratio = ARCHITECTURES[(HardwareVendor.NVIDIA, arch)].tensor_to_boost_clock if arch else 1.0
+    if ratio == 1.0:
+        details["clock_source"] = "NVML max SM clock (boost; product not in the datasheet table)"
+        return boost, None
+    details["clock_source"] = (
+        f"estimated: product not in the datasheet table; NVML max SM clock {boost:.0f} MHz for "
+        f"fp32/fp64, x {ratio:.3f} (the {arch} datasheets' tensor/boost clock ratio) = "
+        f"{boost * ratio:.0f} MHz for tensor precisions"
+    )
+    return boost * ratio, boost
+
+
+def _query(nvml: Any, unreadable: Dict[str, str], what: str, call: Any, *args: Any,
+           default: Any = None) -> Any:
+    """``call(*args)``, or ``default`` with ``unreadable[what]`` set when NVML raises."""
+    try:
+        return call(*args)
+    except nvml.NVMLError as error:
+        unreadable[what] = f"{getattr(call, '__name__', what)}: {error}"
+        return default
 
 
 def _supported_dtypes(arch: Optional[str]) -> List[str]:
@@ -278,7 +358,8 @@ def _is_mig(nvml: Any, handle: Any) -> bool:
         return False
 
 
-def _sm_count(nvml: Any, handle: Any, arch: Optional[str], is_mig: bool) -> Optional[int]:
+def _sm_count(nvml: Any, handle: Any, arch: Optional[str], is_mig: bool,
+              unreadable: Dict[str, str]) -> Optional[int]:
     # A MIG instance owns a slice of the SMs: only nvmlDeviceGetAttributes knows how many.
     # A full GPU has no SM-count call; its core count divided by cores per SM gives it.
     if not is_mig and arch in NVIDIA_CORES_PER_SM:
@@ -288,7 +369,8 @@ def _sm_count(nvml: Any, handle: Any, arch: Optional[str], is_mig: bool) -> Opti
             pass
     try:
         return int(nvml.nvmlDeviceGetAttributes(handle).multiprocessorCount)
-    except nvml.NVMLError:
+    except nvml.NVMLError as error:
+        unreadable["SM count"] = f"nvmlDeviceGetNumGpuCores/nvmlDeviceGetAttributes: {error}"
         return None
 
 
@@ -312,7 +394,7 @@ def _resolve_visible_devices(nvml: Any, gpus: Sequence[Any],
     invalid, ambiguous or repeated token ends the list."""
     if tokens is None:
         return [(handle, index) for index, handle in enumerate(gpus)]
-    uuids = [_text(nvml.nvmlDeviceGetUUID(handle)) for handle in gpus]
+    uuids = [_text(_query(nvml, {}, "UUID", nvml.nvmlDeviceGetUUID, handle, default="")) for handle in gpus]
     visible: List[Tuple[Any, int]] = []
     seen = set()
     for token in tokens:
@@ -337,7 +419,7 @@ def _match_token(nvml: Any, gpus: Sequence[Any], uuids: List[str],
         hits = []
         for index, gpu in enumerate(gpus):
             for mig in _mig_devices(nvml, gpu):
-                uuid = _text(nvml.nvmlDeviceGetUUID(mig))
+                uuid = _text(_query(nvml, {}, "UUID", nvml.nvmlDeviceGetUUID, mig, default=""))
                 if uuid.startswith(token):
                     hits.append((mig, index, uuid))
         return hits[0] if len(hits) == 1 else None
@@ -369,7 +451,8 @@ def _nvlink_peers(nvml: Any, handle: Any, bus_ids: Dict[str, int]) -> Tuple[Dict
 def _add_links(nvml: Any, handles: List[Any], specs: List[DeviceSpec]) -> None:
     """Fill ``capabilities.links`` with NVLink (bandwidth from active link count) or PCIe
     P2P between every pair of visible full GPUs."""
-    full = [i for i, spec in enumerate(specs) if not spec.capabilities.details["mig"]]
+    full = [i for i, spec in enumerate(specs)
+            if not spec.capabilities.details["mig"] and spec.capabilities.details["pci_bus_id"]]
     bus_ids = {specs[i].capabilities.details["pci_bus_id"].upper(): i for i in full}
     nvlink = {i: _nvlink_peers(nvml, handles[i], bus_ids) for i in full}
     for i in full:
