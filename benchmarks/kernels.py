@@ -22,9 +22,17 @@ bandwidth as a fraction of clone's, ``asic/cpu`` is my_asic time / cpu time.
     python benchmarks/kernels.py [--device cpu|my_asic|all] [--quick] [--output kernels.json]
 
 ``--quick`` runs small shapes in float32 (a smoke run, well under a minute).
+
+CPU memory: glibc returns every block over 32 MB to the OS when it is freed,
+so an op whose output is that large page-faults all of it in again on every
+call (~4x the op's own time here) -- while my_asic's caching allocator reuses
+its blocks. ``--cpu-allocator cached`` (the default) keeps freed memory in the
+process (mallopt: no mmap, no trim), as jemalloc or tcmalloc would, so the
+figures measure the kernels; ``system`` leaves glibc as it is.
 """
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -178,6 +186,16 @@ def make_cases(quick):
 
 
 # ----------------------------------------------------------------- timing
+
+def keep_freed_memory():
+    """Makes glibc malloc keep freed memory for reuse (no mmap'd blocks, no trimming); returns success."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+    return bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 1 << 30))
+
 
 class Progress:
     """A one-line text progress bar on stderr."""
@@ -380,10 +398,15 @@ def main(argv=None):
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (its warm-up is slow)")
     parser.add_argument("--seconds", type=float, default=None, help="timing budget per variant per case (s)")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--cpu-allocator", choices=["cached", "system"], default="cached",
+                        help="cached: keep freed CPU memory for reuse, as my_asic's allocator does (see above)")
     parser.add_argument("--output", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    allocator = args.cpu_allocator
+    if allocator == "cached" and not keep_freed_memory():
+        allocator = "system (mallopt unavailable)"
 
     devices = {"cpu", "my_asic"} if args.device == "all" else {args.device}
     if "my_asic" in devices and (not hasattr(torch, "my_asic") or torch.my_asic.device_count() == 0):
@@ -412,8 +435,10 @@ def main(argv=None):
 
     info = machine_info()
     info["load_average_before_after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
+    info["cpu_allocator"] = allocator
     print(f"kernel_pytorch.ops benchmark on {info['cpu']} ({info['logical_cores']} logical cores, "
-          f"torch {info['torch']}, {info['torch_threads']} threads); cpu kernels: {info['backend_info']['cpu']}")
+          f"torch {info['torch']}, {info['torch_threads']} threads); cpu kernels: {info['backend_info']['cpu']}; "
+          f"cpu allocator: {allocator}")
     print(f"1-minute load average before/after: {info['load_average_before_after']} "
           f"(above the core count, other processes shared the CPU and the figures are noisy)")
     print(f"median ms per call; GB/s = (bytes read + written) / time; x eager / x comp = speed-up of ours; "
