@@ -6,9 +6,10 @@
 // kpdr kernel descriptors of csrc/runtime/kpdr.h; every pointer here is
 // host-addressable memory.
 //
-// Each kernel is compiled once per CPU ISA level (generic, AVX2, AVX-512) and
+// Each kernel is compiled once per CPU ISA level (generic, AVX2, AVX-512,
+// AVX-512 with BF16 dot products) and
 // the best level the CPU supports runs, like ATen's DispatchStub;
-// KP_CPU_ISA=generic|avx2|avx512 forces a level (read once, at first use).
+// KP_CPU_ISA=generic|avx2|avx512|avx512_bf16 forces a level (read once, at first use).
 #pragma once
 
 #include <cstdint>
@@ -19,14 +20,15 @@
 
 namespace kp {
 
-enum class CpuIsa : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2 };
+// kAvx512Bf16: AVX-512 plus the AVX512-BF16 dot products (bfloat16 attention).
+enum class CpuIsa : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
 
 const char* isa_name(CpuIsa isa);
 // The highest level this CPU and this build can run.
 CpuIsa best_supported_isa();
 // The level the kernels use now (KP_CPU_ISA, else the best supported).
 CpuIsa active_isa();
-// Switches the level ("generic", "avx2", "avx512" or "auto"). Returns false and
+// Switches the level ("generic", "avx2", "avx512", "avx512_bf16" or "auto"). Returns false and
 // explains in *error when the name is unknown or the CPU cannot run it.
 bool set_active_isa(const std::string& name, std::string* error);
 

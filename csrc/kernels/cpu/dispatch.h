@@ -21,5 +21,6 @@ const KernelSet& kernels_generic();
 // Null where the build has no code for that level (non-x86 targets).
 const KernelSet* kernels_avx2();
 const KernelSet* kernels_avx512();
+const KernelSet* kernels_avx512_bf16();
 
 }  // namespace kp::cpu

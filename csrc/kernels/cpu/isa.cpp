@@ -22,6 +22,8 @@ bool cpu_has(CpuIsa isa) {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+    case CpuIsa::kAvx512Bf16:
+      return cpu_has(CpuIsa::kAvx512) && __builtin_cpu_supports("avx512bf16");
   }
   return false;
 #else
@@ -31,6 +33,7 @@ bool cpu_has(CpuIsa isa) {
 
 const cpu::KernelSet* table_for(CpuIsa isa) {
   switch (isa) {
+    case CpuIsa::kAvx512Bf16: return cpu::kernels_avx512_bf16();
     case CpuIsa::kAvx512: return cpu::kernels_avx512();
     case CpuIsa::kAvx2: return cpu::kernels_avx2();
     case CpuIsa::kGeneric: return &cpu::kernels_generic();
@@ -44,6 +47,7 @@ bool parse(const std::string& name, CpuIsa* isa) {
   if (name == "generic" || name == "default") *isa = CpuIsa::kGeneric;
   else if (name == "avx2") *isa = CpuIsa::kAvx2;
   else if (name == "avx512") *isa = CpuIsa::kAvx512;
+  else if (name == "avx512_bf16") *isa = CpuIsa::kAvx512Bf16;
   else if (name == "auto" || name.empty()) *isa = best_supported_isa();
   else return false;
   return true;
@@ -60,7 +64,7 @@ std::atomic<int>& active_slot() {
         isa = wanted;
       } else {
         std::fprintf(stderr,
-                     "kernel_pytorch: KP_CPU_ISA='%s' is not one of generic|avx2|avx512|auto, or "
+                     "kernel_pytorch: KP_CPU_ISA='%s' is not one of generic|avx2|avx512|avx512_bf16|auto, or "
                      "this CPU cannot run it; the CPU kernels use %s\n",
                      env, isa_name(isa));
       }
@@ -79,12 +83,13 @@ const char* isa_name(CpuIsa isa) {
     case CpuIsa::kGeneric: return "generic";
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx512Bf16: return "avx512_bf16";
   }
   return "unknown";
 }
 
 CpuIsa best_supported_isa() {
-  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+  for (CpuIsa isa : {CpuIsa::kAvx512Bf16, CpuIsa::kAvx512, CpuIsa::kAvx2}) {
     if (supported(isa)) return isa;
   }
   return CpuIsa::kGeneric;

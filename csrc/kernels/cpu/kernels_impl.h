@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -521,8 +522,222 @@ void prefill_tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
   }
 }
 
+#if defined(KP_VEC_AVX512_BF16)
+// bfloat16 prefill on CPUs with AVX512-BF16: both matrix products use
+// vdpbf16ps (32 bfloat16 products per instruction, float32 sums), twice the
+// rate of float32 FMAs. Keys are packed as bfloat16 pairs along head_dim for
+// q.k, values and probabilities as pairs along the keys for p.v; the online
+// softmax stays in float32. Used when head_dim is a multiple of 32.
+namespace bf16dp {
+
+constexpr int64_t kPairs = kKeyBlock / 2;
+
+inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
+
+// kt2[i][j] = (k[j][2i], k[j][2i+1]) for keys j of the block (0 past n).
+inline void pack_k(uint32_t* kt2, const BF16* k, int64_t stride, int64_t j0, int64_t n, int64_t d) {
+  for (int64_t j = 0; j < kKeyBlock; ++j) {
+    const BF16* row = j < n ? k + (j0 + j) * stride : nullptr;
+    for (int64_t i = 0; i < d / 2; ++i) {
+      uint32_t pair = 0;
+      if (row) std::memcpy(&pair, row + 2 * i, sizeof(pair));  // rows may start at any element
+      kt2[i * kKeyBlock + j] = pair;
+    }
+  }
+}
+
+// vp[p][c] = (v[2p][c], v[2p+1][c]) (0 past n).
+inline void pack_v(uint32_t* vp, const BF16* v, int64_t stride, int64_t j0, int64_t n, int64_t d) {
+  for (int64_t p = 0; p < kPairs; ++p) {
+    const BF16* a = 2 * p < n ? v + (j0 + 2 * p) * stride : nullptr;
+    const BF16* b = 2 * p + 1 < n ? v + (j0 + 2 * p + 1) * stride : nullptr;
+    for (int64_t c = 0; c < d; ++c) {
+      vp[p * d + c] = uint32_t(a ? a[c].bits : 0) | (uint32_t(b ? b[c].bits : 0) << 16);
+    }
+  }
+}
+
+// s[r][j] = scale * q[r] . k[j] for all kKeyBlock keys (padding keys give 0).
+inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* kt2, int64_t half, float scale) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t j = 0; j < kKeyBlock; j += 32) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+      const uint32_t* q0 = q2 + r * half;
+      for (int64_t i = 0; i < half; ++i) {
+        const __m512bh k0 = as_bh(_mm512_loadu_si512(kt2 + i * kKeyBlock + j));
+        const __m512bh k1 = as_bh(_mm512_loadu_si512(kt2 + i * kKeyBlock + j + 16));
+        __m512bh qb = as_bh(_mm512_set1_epi32(int(q0[i])));
+        a00 = _mm512_dpbf16_ps(a00, qb, k0); a01 = _mm512_dpbf16_ps(a01, qb, k1);
+        qb = as_bh(_mm512_set1_epi32(int(q0[half + i])));
+        a10 = _mm512_dpbf16_ps(a10, qb, k0); a11 = _mm512_dpbf16_ps(a11, qb, k1);
+        qb = as_bh(_mm512_set1_epi32(int(q0[2 * half + i])));
+        a20 = _mm512_dpbf16_ps(a20, qb, k0); a21 = _mm512_dpbf16_ps(a21, qb, k1);
+        qb = as_bh(_mm512_set1_epi32(int(q0[3 * half + i])));
+        a30 = _mm512_dpbf16_ps(a30, qb, k0); a31 = _mm512_dpbf16_ps(a31, qb, k1);
+      }
+      float* s0 = s + r * kKeyBlock + j;
+      _mm512_storeu_ps(s0, _mm512_mul_ps(a00, vs)); _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(a01, vs));
+      s0 += kKeyBlock;
+      _mm512_storeu_ps(s0, _mm512_mul_ps(a10, vs)); _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(a11, vs));
+      s0 += kKeyBlock;
+      _mm512_storeu_ps(s0, _mm512_mul_ps(a20, vs)); _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(a21, vs));
+      s0 += kKeyBlock;
+      _mm512_storeu_ps(s0, _mm512_mul_ps(a30, vs)); _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(a31, vs));
+    }
+    for (; r < rows; ++r) {
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+      const uint32_t* qr = q2 + r * half;
+      for (int64_t i = 0; i < half; ++i) {
+        const __m512bh qb = as_bh(_mm512_set1_epi32(int(qr[i])));
+        a0 = _mm512_dpbf16_ps(a0, qb, as_bh(_mm512_loadu_si512(kt2 + i * kKeyBlock + j)));
+        a1 = _mm512_dpbf16_ps(a1, qb, as_bh(_mm512_loadu_si512(kt2 + i * kKeyBlock + j + 16)));
+      }
+      _mm512_storeu_ps(s + r * kKeyBlock + j, _mm512_mul_ps(a0, vs));
+      _mm512_storeu_ps(s + r * kKeyBlock + j + 16, _mm512_mul_ps(a1, vs));
+    }
+  }
+}
+
+// o[r] += sum_j p[r][j] v[j] with p rounded to bfloat16 pairs.
+inline void accumulate(float* o, int64_t rows, const float* p, uint32_t* p2, const uint32_t* vp, int64_t d) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < kKeyBlock; j += 32) {
+      const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + r * kKeyBlock + j + 16),
+                                                  _mm512_loadu_ps(p + r * kKeyBlock + j));
+      _mm512_storeu_si512(p2 + r * kPairs + j / 2, (__m512i)packed);
+    }
+  }
+  for (int64_t c = 0; c < d; c += 32) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      float* o0 = o + r * d + c;
+      __m512 a00 = _mm512_loadu_ps(o0), a01 = _mm512_loadu_ps(o0 + 16);
+      __m512 a10 = _mm512_loadu_ps(o0 + d), a11 = _mm512_loadu_ps(o0 + d + 16);
+      __m512 a20 = _mm512_loadu_ps(o0 + 2 * d), a21 = _mm512_loadu_ps(o0 + 2 * d + 16);
+      __m512 a30 = _mm512_loadu_ps(o0 + 3 * d), a31 = _mm512_loadu_ps(o0 + 3 * d + 16);
+      const uint32_t* p0 = p2 + r * kPairs;
+      for (int64_t i = 0; i < kPairs; ++i) {
+        const __m512bh v0 = as_bh(_mm512_loadu_si512(vp + i * d + c));
+        const __m512bh v1 = as_bh(_mm512_loadu_si512(vp + i * d + c + 16));
+        __m512bh pb = as_bh(_mm512_set1_epi32(int(p0[i])));
+        a00 = _mm512_dpbf16_ps(a00, pb, v0); a01 = _mm512_dpbf16_ps(a01, pb, v1);
+        pb = as_bh(_mm512_set1_epi32(int(p0[kPairs + i])));
+        a10 = _mm512_dpbf16_ps(a10, pb, v0); a11 = _mm512_dpbf16_ps(a11, pb, v1);
+        pb = as_bh(_mm512_set1_epi32(int(p0[2 * kPairs + i])));
+        a20 = _mm512_dpbf16_ps(a20, pb, v0); a21 = _mm512_dpbf16_ps(a21, pb, v1);
+        pb = as_bh(_mm512_set1_epi32(int(p0[3 * kPairs + i])));
+        a30 = _mm512_dpbf16_ps(a30, pb, v0); a31 = _mm512_dpbf16_ps(a31, pb, v1);
+      }
+      _mm512_storeu_ps(o0, a00); _mm512_storeu_ps(o0 + 16, a01);
+      _mm512_storeu_ps(o0 + d, a10); _mm512_storeu_ps(o0 + d + 16, a11);
+      _mm512_storeu_ps(o0 + 2 * d, a20); _mm512_storeu_ps(o0 + 2 * d + 16, a21);
+      _mm512_storeu_ps(o0 + 3 * d, a30); _mm512_storeu_ps(o0 + 3 * d + 16, a31);
+    }
+    for (; r < rows; ++r) {
+      float* orow = o + r * d + c;
+      __m512 a0 = _mm512_loadu_ps(orow), a1 = _mm512_loadu_ps(orow + 16);
+      for (int64_t i = 0; i < kPairs; ++i) {
+        const __m512bh pb = as_bh(_mm512_set1_epi32(int(p2[r * kPairs + i])));
+        a0 = _mm512_dpbf16_ps(a0, pb, as_bh(_mm512_loadu_si512(vp + i * d + c)));
+        a1 = _mm512_dpbf16_ps(a1, pb, as_bh(_mm512_loadu_si512(vp + i * d + c + 16)));
+      }
+      _mm512_storeu_ps(orow, a0);
+      _mm512_storeu_ps(orow + 16, a1);
+    }
+  }
+}
+
+// Packed keys and values of one kv head, packed block by block on first use
+// and kept while consecutive tasks read the same head.
+class PackedHead {
+ public:
+  void bind(const BF16* k, int64_t ks, const BF16* v, int64_t vs, int64_t len, int64_t d) {
+    if (k == k_ && v == v_) return;
+    k_ = k; v_ = v; ks_ = ks; vs_ = vs; d_ = d; len_ = len;
+    const int64_t blocks = (len + kKeyBlock - 1) / kKeyBlock;
+    kt2_.resize(blocks * kKeyBlock * d / 2);
+    vp_.resize(blocks * kPairs * d);
+    ready_.assign(blocks, 0);
+  }
+  void block(int64_t j0, const uint32_t** kt2, const uint32_t** vp) {
+    const int64_t b = j0 / kKeyBlock, n = std::min(kKeyBlock, len_ - j0);
+    uint32_t* bk = kt2_.data() + b * kKeyBlock * d_ / 2;
+    uint32_t* bv = vp_.data() + b * kPairs * d_;
+    if (!ready_[b]) {
+      pack_k(bk, k_, ks_, j0, n, d_);
+      pack_v(bv, v_, vs_, j0, n, d_);
+      ready_[b] = 1;
+    }
+    *kt2 = bk;
+    *vp = bv;
+  }
+
+ private:
+  const BF16* k_ = nullptr;
+  const BF16* v_ = nullptr;
+  int64_t ks_ = 0, vs_ = 0, d_ = 0, len_ = 0;
+  std::vector<uint32_t> kt2_, vp_;
+  std::vector<char> ready_;
+};
+
+inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
+  constexpr int64_t kQueryBlock = 64;
+  const int64_t d = a.head_dim, half = d / 2, group = a.heads / a.kv_heads;
+  const int64_t qblocks = (a.seq_q + kQueryBlock - 1) / kQueryBlock;
+  AttentionScratch w;
+  w.reserve(kQueryBlock, d);
+  std::vector<uint32_t> q2(kQueryBlock * half), p2(kQueryBlock * kPairs);
+  PackedHead kv;
+  const bool causal = a.causal != 0;
+  for (int64_t task = t0; task < t1; ++task) {
+    const int64_t qb = task % qblocks, bh = task / qblocks;
+    const int64_t b = bh / a.heads, h = bh % a.heads, kvh = h / group;
+    const int64_t i0 = qb * kQueryBlock, rows = std::min(kQueryBlock, a.seq_q - i0);
+    const BF16* q = at<BF16>(a.q, b * a.q_stride[0] + h * a.q_stride[1]);
+    kv.bind(at<BF16>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]), a.k_stride[2],
+            at<BF16>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]), a.v_stride[2], a.seq_kv, d);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(q2.data() + r * half, q + (i0 + r) * a.q_stride[2], half * sizeof(uint32_t));
+    }
+    reset_state(w, rows, d);
+    const int64_t diag = i0 + (a.seq_kv - a.seq_q);
+    for (int64_t j0 = 0; j0 < a.seq_kv; j0 += kKeyBlock) {
+      const int64_t n = std::min(kKeyBlock, a.seq_kv - j0);
+      if (causal && j0 > diag + rows - 1) break;
+      const uint32_t* kt2;
+      const uint32_t* vp;
+      kv.block(j0, &kt2, &vp);
+      scores(w.s.data(), q2.data(), rows, kt2, half, a.scale);
+      for (int64_t r = 0; r < rows; ++r) {
+        // Padding keys, and keys the causal mask hides, get no weight.
+        int64_t first_masked = n;
+        if (causal) first_masked = std::min(n, std::max<int64_t>(0, r + diag + 1 - j0));
+        for (int64_t j = first_masked; j < kKeyBlock; ++j) w.s[r * kKeyBlock + j] = kNegInf;
+      }
+      online_softmax_block(w.s.data(), kKeyBlock, rows, kKeyBlock, w.m.data(), w.l.data(), w.o.data(), d);
+      accumulate(w.o.data(), rows, w.s.data(), p2.data(), vp, d);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      BF16* out = at<BF16>(a.out, b * a.out_stride[0] + h * a.out_stride[1] + (i0 + r) * a.out_stride[2]);
+      store_normalised(out, w.o.data() + r * d, w.l[r], d);
+    }
+  }
+}
+
+}  // namespace bf16dp
+#endif  // KP_VEC_AVX512_BF16
+
 inline void prefill_attention(const kpdrPrefillAttentionArgs& a) {
   const int64_t qblocks = (a.seq_q + 63) / 64;
+#if defined(KP_VEC_AVX512_BF16)
+  if (a.dtype == KPDR_DTYPE_BFLOAT16 && a.head_dim % 32 == 0) {
+    kp::parallel_for(0, a.batch * a.heads * qblocks, 1,
+                     [&](int64_t b, int64_t e) { bf16dp::tasks(a, b, e); });
+    return;
+  }
+#endif
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
     kp::parallel_for(0, a.batch * a.heads * qblocks, 1,
