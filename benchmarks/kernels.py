@@ -408,7 +408,9 @@ def machine_info():
     except OSError:
         pass
     return {"cpu": model, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__, "python": platform.python_version(), "backend_info": kops.backend_info()}
+            "torch": torch.__version__, "python": platform.python_version(), "backend_info": kops.backend_info(),
+            "environment": {k: os.environ[k] for k in ("KP_CPU_ISA", "KP_NUM_THREADS", "OMP_NUM_THREADS")
+                            if k in os.environ}}
 
 
 def main(argv=None):

@@ -44,10 +44,13 @@ def test_kp_cpu_isa_environment_variable_sets_the_starting_level():
     assert last_line(out) == "generic"
 
 
-def test_kp_cpu_isa_with_an_unknown_level_runs_the_best_level():
-    """The kernels keep working (backend_info() shows the level that runs)."""
-    out = run_python("import kernel_pytorch.ops as k; print(k.cpu_isa())", env={"KP_CPU_ISA": "sse9"})
-    assert last_line(out) == kops._C._kp_best_cpu_isa()
+def test_kp_cpu_isa_with_an_unknown_level_warns_and_runs_the_best_level():
+    from device_subprocess import run_python_process
+
+    result = run_python_process("import kernel_pytorch.ops as k; print(k.cpu_isa())", env={"KP_CPU_ISA": "sse9"})
+    assert result.returncode == 0, result.stderr
+    assert last_line(result.stdout) == kops._C._kp_best_cpu_isa()
+    assert "KP_CPU_ISA='sse9'" in result.stderr and "generic|avx2|avx512" in result.stderr
 
 
 @pytest.fixture(scope="module")
