@@ -234,7 +234,7 @@ def _silu_and_mul_cases():
     ]
 
 
-def _rope_case(b, s, h, d, per_batch=False, layout="contiguous"):
+def _rope_case(b, s, h, d, per_batch=False, layout="contiguous", interleaved=False):
     def build(dt, dev):
         x = _rand(b, h, s, d, seed=6) if layout == "from_bhsd" else _rand(b, s, h, d, seed=6)
         cs_shape = (b, s, d // 2) if per_batch else (s, d // 2)
@@ -246,23 +246,27 @@ def _rope_case(b, s, h, d, per_batch=False, layout="contiguous"):
             cos2, sin2 = _angles(2 * s, d // 2, seed=7) if not per_batch else _angles(b, 2 * s, d // 2, seed=7)
             cos, sin = _place(dt, dev, cos2, sin2)
             cos, sin = (cos[::2], sin[::2]) if not per_batch else (cos[:, ::2], sin[:, ::2])
-        return x, cos, sin
+        return x, cos, sin, interleaved
 
     return build
 
 
 def _rope_cases():
-    return [
-        ("head_dim_2", _rope_case(1, 1, 1, 2)),
-        ("seq_5_heads_3_dim_8", _rope_case(2, 5, 3, 8)),
-        ("head_dim_34", _rope_case(1, 7, 4, 34)),
-        ("head_dim_128", _rope_case(2, 3, 2, 128)),
-        ("per_batch_tables", _rope_case(2, 5, 3, 24, per_batch=True)),
-        ("x_transposed_from_bhsd", _rope_case(2, 6, 3, 16, layout="from_bhsd")),
-        ("strided_tables", _rope_case(2, 4, 3, 16, layout="strided_tables")),
-        ("per_batch_strided_tables", _rope_case(2, 4, 3, 16, per_batch=True, layout="strided_tables")),
-        ("zero_batch", _rope_case(0, 3, 2, 8)),
-    ]
+    cases = []
+    for interleaved, tag in ((False, "halves"), (True, "interleaved")):
+        cases += [
+            (f"{tag}_head_dim_2", _rope_case(1, 1, 1, 2, interleaved=interleaved)),
+            (f"{tag}_seq_5_heads_3_dim_8", _rope_case(2, 5, 3, 8, interleaved=interleaved)),
+            (f"{tag}_head_dim_34", _rope_case(1, 7, 4, 34, interleaved=interleaved)),
+            (f"{tag}_head_dim_128", _rope_case(2, 3, 2, 128, interleaved=interleaved)),
+            (f"{tag}_per_batch_tables", _rope_case(2, 5, 3, 24, per_batch=True, interleaved=interleaved)),
+            (f"{tag}_x_transposed_from_bhsd", _rope_case(2, 6, 3, 16, layout="from_bhsd", interleaved=interleaved)),
+            (f"{tag}_strided_tables", _rope_case(2, 4, 3, 16, layout="strided_tables", interleaved=interleaved)),
+            (f"{tag}_per_batch_strided_tables",
+             _rope_case(2, 4, 3, 16, per_batch=True, layout="strided_tables", interleaved=interleaved)),
+            (f"{tag}_zero_batch", _rope_case(0, 3, 2, 8, interleaved=interleaved)),
+        ]
+    return cases
 
 
 def _softmax_cases():

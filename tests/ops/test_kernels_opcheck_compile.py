@@ -12,7 +12,7 @@ OPCHECK_CASES = {
     "fused_add_rms_norm": ("width_17", True),
     "silu": ("three_dims", True),
     "silu_and_mul": ("three_dims_d_19", True),
-    "apply_rope": ("per_batch_tables", True),
+    "apply_rope": ("interleaved_per_batch_tables", True),
     "softmax": ("middle_dim", True),
     "decode_attention": ("lengths", False),
     "prefill_attention": ("chunk_causal_5_of_12", True),
