@@ -166,7 +166,7 @@ def case_decode_attention(B, H, Hkv, T, D, dtype):
 def case_matmul_vec(n, k, dtype):
     w, x = torch.randn(n, k, device="cuda", dtype=dtype), torch.randn(k, device="cuda", dtype=dtype)
     return dict(op="matmul_vec", shape=f"{n}x{k}", bytes=w.nbytes + x.nbytes + n * w.element_size(),
-                eager=lambda: torch.mv(w, x), compile=compiled(torch.mv), compile_args=(w, x),
+                eager=lambda: torch.mv(w, x), compile=compiled(lambda w, x: torch.mv(w, x)), compile_args=(w, x),
                 best=("torch.mv", lambda: torch.mv(w, x)), ours=lambda: kops.matmul_vec(w, x))
 
 
@@ -189,11 +189,11 @@ def cases(dtype, quick):
     out = []
     for r, c in sizes:
         out += [lambda r=r, c=c: case_rms_norm(r, c, dtype), lambda r=r, c=c: case_fused_add_rms_norm(r, c, dtype),
-                lambda r=r, c=c: case_silu_and_mul(r, c, dtype), lambda r=r, c=c: case_apply_rope(r, c, dtype),
-                lambda r=r, c=c: case_softmax(r, c, dtype)]
-    for T in ([4096] if quick else [4096, 8192, 16384, 32768]):
+                lambda r=r, c=c: case_silu_and_mul(r, c, dtype), lambda r=r, c=c: case_apply_rope(r, c, dtype)]
+    out.append(lambda: case_softmax(4096, 4096, dtype))
+    for T in ([4096] if quick else [4096, 16384, 32768]):
         out.append(lambda T=T: case_decode_attention(8, 32, 8, T, 128, dtype))
-    for n, k in ([(4096, 4096)] if quick else [(4096, 4096), (14336, 4096), (16384, 16384)]):
+    for n, k in ([(4096, 4096)] if quick else [(4096, 4096), (16384, 16384)]):
         out.append(lambda n=n, k=k: case_matmul_vec(n, k, dtype))
     return out
 

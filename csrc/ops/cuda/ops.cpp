@@ -181,7 +181,9 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::
   auto c = prepare_decode_attention("decode_attention", q, k, v, lengths, at::Tensor(), scale);
   if (q.numel() == 0) return c.out;
   if (!kp::cuda::decode_attention_supported(c.args)) {
-    return reference::decode_attention(q, k, v, lengths, c.args.scale);
+    // head_dim beyond the kernel's register budget: ATen ops, in float32.
+    return reference::decode_attention(q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat), lengths, c.args.scale)
+        .to(q.scalar_type());
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   auto launch = [&](const kpdrDecodeAttentionArgs& a, LaunchConfig cfg, cudaStream_t s) {
