@@ -114,15 +114,32 @@ LaunchConfig default_config(int64_t nvec) {
   return LaunchConfig{g, std::max(1, 256 / g)};
 }
 
+// Whether a block of `threads` can launch this instantiation: rows kept in
+// registers need many per thread, which 1024-thread blocks may not have.
+template <typename T, int VEC, int VPT, bool kResidual>
+bool fits(int threads) {
+  static const int max_threads = [] {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, rms_norm_kernel<T, VEC, VPT, kResidual>) != cudaSuccess) {
+      cudaGetLastError();
+      return 1024;
+    }
+    return attr.maxThreadsPerBlock;
+  }();
+  return threads <= max_threads;
+}
+
 template <typename T, int VEC, bool kResidual>
 cudaError_t launch_vpt(const kpdrRmsNormArgs& a, int group, int rows_per_block, cudaStream_t stream) {
   const int64_t vpt = ceil_div(a.cols / VEC, group);
   const dim3 grid(static_cast<unsigned>(ceil_div(a.rows, rows_per_block)));
-  const dim3 block(group * rows_per_block);
-  if (vpt <= 1) rms_norm_kernel<T, VEC, 1, kResidual><<<grid, block, 0, stream>>>(a, group);
-  else if (vpt <= 2) rms_norm_kernel<T, VEC, 2, kResidual><<<grid, block, 0, stream>>>(a, group);
-  else if (vpt <= 4) rms_norm_kernel<T, VEC, 4, kResidual><<<grid, block, 0, stream>>>(a, group);
-  else if (vpt <= kMaxVpt) rms_norm_kernel<T, VEC, 8, kResidual><<<grid, block, 0, stream>>>(a, group);
+  const int block = group * rows_per_block;
+  // The smallest register-resident variant that holds the row and fits the
+  // block; else the variant that re-reads the row.
+  if (vpt <= 1 && fits<T, VEC, 1, kResidual>(block)) rms_norm_kernel<T, VEC, 1, kResidual><<<grid, block, 0, stream>>>(a, group);
+  else if (vpt <= 2 && fits<T, VEC, 2, kResidual>(block)) rms_norm_kernel<T, VEC, 2, kResidual><<<grid, block, 0, stream>>>(a, group);
+  else if (vpt <= 4 && fits<T, VEC, 4, kResidual>(block)) rms_norm_kernel<T, VEC, 4, kResidual><<<grid, block, 0, stream>>>(a, group);
+  else if (vpt <= kMaxVpt && fits<T, VEC, 8, kResidual>(block)) rms_norm_kernel<T, VEC, 8, kResidual><<<grid, block, 0, stream>>>(a, group);
   else rms_norm_kernel<T, VEC, 0, kResidual><<<grid, block, 0, stream>>>(a, group);
   return cudaGetLastError();
 }

@@ -105,15 +105,32 @@ LaunchConfig default_config(int64_t nvec) {
   return LaunchConfig{g, std::max(1, 256 / g)};
 }
 
+// Whether a block of `threads` can launch this instantiation: rows kept in
+// registers need many per thread, which 1024-thread blocks may not have.
+template <typename T, int VEC, int VPT>
+bool fits(int threads) {
+  static const int max_threads = [] {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, softmax_kernel<T, VEC, VPT>) != cudaSuccess) {
+      cudaGetLastError();
+      return 1024;
+    }
+    return attr.maxThreadsPerBlock;
+  }();
+  return threads <= max_threads;
+}
+
 template <typename T, int VEC>
 cudaError_t launch(const kpdrSoftmaxArgs& a, int group, int rows_per_block, cudaStream_t stream) {
   const int64_t vpt = ceil_div(a.cols / VEC, group);
   const dim3 grid(static_cast<unsigned>(ceil_div(a.rows, rows_per_block)));
-  const dim3 block(group * rows_per_block);
-  if (vpt <= 1) softmax_kernel<T, VEC, 1><<<grid, block, 0, stream>>>(a, group);
-  else if (vpt <= 2) softmax_kernel<T, VEC, 2><<<grid, block, 0, stream>>>(a, group);
-  else if (vpt <= 4) softmax_kernel<T, VEC, 4><<<grid, block, 0, stream>>>(a, group);
-  else if (vpt <= kMaxVpt) softmax_kernel<T, VEC, 8><<<grid, block, 0, stream>>>(a, group);
+  const int block = group * rows_per_block;
+  // The smallest register-resident variant that holds the row and fits the
+  // block; else the variant that re-reads the row.
+  if (vpt <= 1 && fits<T, VEC, 1>(block)) softmax_kernel<T, VEC, 1><<<grid, block, 0, stream>>>(a, group);
+  else if (vpt <= 2 && fits<T, VEC, 2>(block)) softmax_kernel<T, VEC, 2><<<grid, block, 0, stream>>>(a, group);
+  else if (vpt <= 4 && fits<T, VEC, 4>(block)) softmax_kernel<T, VEC, 4><<<grid, block, 0, stream>>>(a, group);
+  else if (vpt <= kMaxVpt && fits<T, VEC, 8>(block)) softmax_kernel<T, VEC, 8><<<grid, block, 0, stream>>>(a, group);
   else softmax_kernel<T, VEC, 0><<<grid, block, 0, stream>>>(a, group);
   return cudaGetLastError();
 }
