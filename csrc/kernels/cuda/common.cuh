@@ -41,13 +41,78 @@ struct alignas(sizeof(T) * N <= 16 ? sizeof(T) * N : 16) Vec {
 // Elements per 16-byte access.
 template <typename T> constexpr int kVec16 = 16 / sizeof(T);
 
+// Loads and stores go through 16/8/4-byte integer words: a plain struct copy
+// of Vec is sometimes split by the compiler into 2-byte accesses (seen in the
+// PTX of rms_norm's unrolled stores), which costs bandwidth.
+template <typename T, int N>
+union VecWords {
+  static constexpr int kBytes = sizeof(T) * N;
+  Vec<T, N> vec;
+  uint4 w16[kBytes / 16 > 0 ? kBytes / 16 : 1];
+  uint2 w8;
+  uint32_t w4;
+  uint16_t w2;
+};
+
 template <typename T, int N>
 __device__ __forceinline__ Vec<T, N> load_vec(const T* p) {
-  return *reinterpret_cast<const Vec<T, N>*>(p);
+  constexpr int B = sizeof(T) * N;
+  VecWords<T, N> u;
+  if constexpr (B % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < B / 16; ++i) u.w16[i] = reinterpret_cast<const uint4*>(p)[i];
+  } else if constexpr (B == 8) {
+    u.w8 = *reinterpret_cast<const uint2*>(p);
+  } else if constexpr (B == 4) {
+    u.w4 = *reinterpret_cast<const uint32_t*>(p);
+  } else if constexpr (B == 2) {
+    u.w2 = *reinterpret_cast<const uint16_t*>(p);
+  } else {
+    u.vec = *reinterpret_cast<const Vec<T, N>*>(p);
+  }
+  return u.vec;
 }
+
+// The raw bits of one element, widened to 32 bits.
+__device__ __forceinline__ uint32_t element_bits(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ uint32_t element_bits(__half v) { return __half_as_ushort(v); }
+__device__ __forceinline__ uint32_t element_bits(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+
+// Stores pack the elements into 32-bit words by hand and write them as one
+// 16/8/4-byte access per 16 bytes: the compiler otherwise splits some struct
+// stores into 2-byte ones (seen in rms_norm's PTX), which costs bandwidth.
 template <typename T, int N>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
-  *reinterpret_cast<Vec<T, N>*>(p) = v;
+  constexpr int B = sizeof(T) * N;
+  if constexpr (B % 4 == 0 && B >= 4) {
+    constexpr int W = B / 4;          // 32-bit words
+    constexpr int E = 4 / sizeof(T);  // elements per word
+    uint32_t w[W];
+#pragma unroll
+    for (int k = 0; k < W; ++k) {
+      if constexpr (E == 1) {
+        w[k] = element_bits(v.v[k]);
+      } else {
+        w[k] = element_bits(v.v[2 * k]) | (element_bits(v.v[2 * k + 1]) << 16);
+      }
+    }
+    if constexpr (W % 4 == 0) {
+#pragma unroll
+      for (int k = 0; k < W; k += 4) {
+        reinterpret_cast<uint4*>(p)[k / 4] = make_uint4(w[k], w[k + 1], w[k + 2], w[k + 3]);
+      }
+    } else if constexpr (W == 2) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+    } else if constexpr (W == 1) {
+      *reinterpret_cast<uint32_t*>(p) = w[0];
+    } else {
+#pragma unroll
+      for (int k = 0; k < W; ++k) reinterpret_cast<uint32_t*>(p)[k] = w[k];
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) p[e] = v.v[e];
+  }
 }
 
 __device__ __forceinline__ float warp_sum(float v, int width = 32) {

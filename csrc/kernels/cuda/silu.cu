@@ -55,13 +55,32 @@ cudaError_t launch(const kpdrSiluArgs& a, int threads, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// Whether a block of `threads` can launch this instantiation (its registers
+// per thread times the block must fit the SM).
+template <typename T, int VEC, int U, bool kGated>
+bool fits(int threads) {
+  static const int max_threads = [] {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, silu_kernel<T, VEC, U, kGated>) != cudaSuccess) {
+      cudaGetLastError();
+      return 1024;
+    }
+    return attr.maxThreadsPerBlock;
+  }();
+  return threads <= max_threads;
+}
+
+template <typename T, int VEC, int U>
+bool fits_either(const kpdrSiluArgs& a, int threads) {
+  return a.gated ? fits<T, VEC, U, true>(threads) : fits<T, VEC, U, false>(threads);
+}
+
+// The requested unroll, or a smaller one where the block would not fit.
 template <typename T, int VEC>
 cudaError_t launch_unroll(const kpdrSiluArgs& a, LaunchConfig c, cudaStream_t stream) {
-  switch (c.split) {
-    case 1: return launch<T, VEC, 1>(a, c.threads, stream);
-    case 4: return launch<T, VEC, 4>(a, c.threads, stream);
-    default: return launch<T, VEC, 2>(a, c.threads, stream);
-  }
+  if (c.split == 4 && fits_either<T, VEC, 4>(a, c.threads)) return launch<T, VEC, 4>(a, c.threads, stream);
+  if (c.split != 1 && fits_either<T, VEC, 2>(a, c.threads)) return launch<T, VEC, 2>(a, c.threads, stream);
+  return launch<T, VEC, 1>(a, c.threads, stream);
 }
 
 template <typename T, int VEC>
