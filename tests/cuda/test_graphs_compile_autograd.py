@@ -114,6 +114,7 @@ def f64(*shape, grad=True):
 
 @pytest.mark.parametrize("name", ["rms_norm", "fused_add_rms_norm", "silu", "silu_and_mul", "apply_rope", "softmax",
                                   "prefill_attention", "matmul_vec"])
+@pytest.mark.cuda_autograd
 def test_gradcheck(name):
     cases = {
         "rms_norm": lambda: (kops.rms_norm, (f64(3, 8), f64(8))),
@@ -129,6 +130,7 @@ def test_gradcheck(name):
     assert torch.autograd.gradcheck(fn, args)
 
 
+@pytest.mark.cuda_autograd
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 7), (64, 4096), (5, 2, 1000)])
 def test_rms_norm_backward_kernel_matches_the_reference_gradients(dtype, shape):
@@ -145,6 +147,7 @@ def test_rms_norm_backward_kernel_matches_the_reference_gradients(dtype, shape):
     torch.testing.assert_close(w.grad.double(), wd.grad, atol=tol["atol"] * 4 * scale, rtol=tol["rtol"] * 4)
 
 
+@pytest.mark.cuda_autograd
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(3, 14), (64, 2 * 4096), (2, 5, 2 * 333)])
 def test_silu_and_mul_backward_kernel_matches_the_reference_gradients(dtype, shape):
@@ -157,6 +160,7 @@ def test_silu_and_mul_backward_kernel_matches_the_reference_gradients(dtype, sha
     torch.testing.assert_close(x.grad.double(), xd.grad, atol=tol["atol"] * 2, rtol=tol["rtol"] * 2)
 
 
+@pytest.mark.cuda_autograd
 def test_double_backward_still_works_through_the_differentiable_formula():
     x, w = f64(3, 8), f64(8)
     assert torch.autograd.gradgradcheck(kops.rms_norm, (x, w))

@@ -90,6 +90,7 @@ def test_apply_rope_takes_float32_tables_and_strided_heads(dtype):
     close(kops.apply_rope(x, cos, sin), ref.apply_rope(x, cos, sin, False), dtype)
 
 
+@pytest.mark.cuda_autograd
 def test_apply_rope_backward_is_the_inverse_rotation():
     x = randn(2, 5, 4, 64, dtype=torch.float32).requires_grad_()
     cos, sin = rope_tables(2, 5, 32, False, torch.float32)
