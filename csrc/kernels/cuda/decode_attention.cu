@@ -124,13 +124,18 @@ __global__ void decode_attention_kernel(kpdrDecodeAttentionArgs a, int splits, i
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t t = t0 + slot + u * nslots;
+      float kf[NV][VEC];  // converted once, used by every head of the group
+#pragma unroll
+      for (int n = 0; n < NV; ++n)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) kf[n][e] = to_f(kr[u][n].v[e]);
 #pragma unroll
       for (int g = 0; g < GMAX; ++g) {
         float dot = 0.f;
 #pragma unroll
         for (int n = 0; n < NV; ++n)
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) dot += q[g][n][e] * to_f(kr[u][n].v[e]);
+          for (int e = 0; e < VEC; ++e) dot += q[g][n][e] * kf[n][e];
         dot = warp_sum(dot, L);
         if (sub == 0) s_sh[g * tile + slot + u * nslots] = t < end ? dot : kNegInf;
       }
@@ -167,13 +172,21 @@ __global__ void decode_attention_kernel(kpdrDecodeAttentionArgs a, int splits, i
       for (int n = 0; n < NV; ++n)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) acc[g][n][e] *= alpha;
+    }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kUnroll; ++u) {
+      float vf[NV][VEC];  // converted once, used by every head of the group
+#pragma unroll
+      for (int n = 0; n < NV; ++n)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) vf[n][e] = to_f(vr[u][n].v[e]);
+#pragma unroll
+      for (int g = 0; g < GMAX; ++g) {
         const float p = s_sh[g * tile + slot + u * nslots];
 #pragma unroll
         for (int n = 0; n < NV; ++n)
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) acc[g][n][e] += p * to_f(vr[u][n].v[e]);
+          for (int e = 0; e < VEC; ++e) acc[g][n][e] += p * vf[n][e];
       }
     }
     __syncthreads();
