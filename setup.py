@@ -8,6 +8,13 @@ Two native artifacts are produced:
   a plain C++ library with no torch dependency that implements the kpdr ABI.
   The glue loads it with dlopen, exactly as it would load a vendor's runtime.
 
+When torch is a CUDA build and nvcc is found (CUDA_HOME), the extension also
+gets the CUDA kernels of kernel_pytorch.ops (csrc/kernels/cuda/*.cu,
+csrc/ops/cuda/*.cpp) for the architectures of TORCH_CUDA_ARCH_LIST (default:
+the visible GPUs, else Ampere to Hopper); KP_BUILD_CUDA=0 leaves them out.
+The C++ compiler ($CXX) is checked first: one that would link a private copy
+of libstdc++ into the libraries is replaced or refused (build_support/toolchain.py).
+
 Install with ``pip install --no-build-isolation -e .`` so the extension is
 compiled against the torch you already have.
 """
@@ -17,10 +24,37 @@ import os
 import subprocess
 import sys
 
+import torch
 from setuptools import find_packages, setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils import cpp_extension
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, ROOT)
+from build_support import toolchain  # noqa: E402
+
+
+def _configure_cxx():
+    """Checks $CXX (or picks a working compiler) before anything is compiled."""
+    try:
+        cxx, note = toolchain.choose_cxx(os.environ)
+    except toolchain.ToolchainError as e:
+        sys.exit(str(e))
+    if note:
+        print(note, file=sys.stderr)
+        os.environ["CXX"] = cxx  # the extension's link and the runtime's build both use it
+
+
+_configure_cxx()
+BUILD_CUDA, CUDA_REASON, CUDA_NOTE = toolchain.cuda_build_decision(
+    torch.version.cuda, cpp_extension.CUDA_HOME, os.environ
+)
+if not BUILD_CUDA or "build_ext" in sys.argv or "install" in sys.argv or "bdist_wheel" in sys.argv:
+    print(CUDA_NOTE, file=sys.stderr)
+if BUILD_CUDA and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+    visible = [torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())] \
+        if torch.cuda.is_available() else []
+    os.environ["TORCH_CUDA_ARCH_LIST"] = toolchain.default_cuda_arch_list(visible)
 # The torch-free CPU kernel library: compiled into the extension (CPU kernels)
 # and into the simulator (its "device" kernels).
 KERNEL_SOURCES = sorted(glob.glob(os.path.join("csrc", "kernels", "cpu", "*.cpp")))
@@ -30,6 +64,31 @@ EXTENSION_SOURCES = (
     + sorted(glob.glob(os.path.join("csrc", "ops", "*.cpp")))
     + KERNEL_SOURCES
 )
+CUDA_SOURCES = sorted(glob.glob(os.path.join("csrc", "ops", "cuda", "*.cpp"))) + sorted(
+    glob.glob(os.path.join("csrc", "kernels", "cuda", "*.cu"))
+)
+
+
+def _extension():
+    common = dict(
+        name="kernel_pytorch._C",
+        include_dirs=[os.path.join(ROOT, "csrc")],
+        libraries=["dl"],
+    )
+    if BUILD_CUDA:
+        return CUDAExtension(
+            sources=EXTENSION_SOURCES + CUDA_SOURCES,
+            define_macros=[("KP_WITH_CUDA", "1")],
+            # The C++ standard is the one torch.utils.cpp_extension picks for this torch.
+            extra_compile_args={"cxx": ["-O2", "-fvisibility=hidden"], "nvcc": ["-O3", "-lineinfo"]},
+            **common,
+        )
+    return CppExtension(
+        sources=EXTENSION_SOURCES,
+        define_macros=[("KP_CUDA_NOT_BUILT", str(CUDA_REASON))],
+        extra_compile_args={"cxx": ["-O2", "-fvisibility=hidden"]},
+        **common,
+    )
 
 
 
@@ -86,16 +145,7 @@ setup(
         "opencl": ["pyopencl"],
         "test": ["pytest"],
     },
-    ext_modules=[
-        CppExtension(
-            name="kernel_pytorch._C",
-            sources=EXTENSION_SOURCES,
-            include_dirs=[os.path.join(ROOT, "csrc")],
-            # The C++ standard is the one torch.utils.cpp_extension picks for this torch.
-            extra_compile_args={"cxx": ["-O2", "-fvisibility=hidden"]},
-            libraries=["dl"],
-        )
-    ],
+    ext_modules=[_extension()],
     cmdclass={"build_ext": BuildWithRuntime.with_options(use_ninja=True)},
     entry_points={
         # torch imports this on `import torch` (TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off).

@@ -259,7 +259,7 @@ DecodeAttentionCall prepare_decode_attention(const char* op, const at::Tensor& q
     TORCH_CHECK(!at::isFloatingType(len.scalar_type()) && len.scalar_type() != at::kBool,
                 "kernel_pytorch.ops.", op, ": lengths must be an integer tensor, got ",
                 len.scalar_type());
-    if (B > 0) {
+    if (B > 0 && host_lengths.defined()) {  // undefined: the backend checks on the device
       const auto hl = host_lengths.to(at::kLong);
       const int64_t lo = hl.min().item<int64_t>(), hi = hl.max().item<int64_t>();
       TORCH_CHECK(lo >= 1 && hi <= T, "kernel_pytorch.ops.", op,

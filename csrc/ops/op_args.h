@@ -54,6 +54,8 @@ struct DecodeAttentionCall {
 };
 // lengths are checked against 1..T here: host_lengths is a CPU copy of them
 // (the caller makes it, since reading device memory is backend specific).
+// An undefined host_lengths skips that check (CUDA: a copy would synchronise
+// the host and break graph capture; its kernel clamps the lengths instead).
 DecodeAttentionCall prepare_decode_attention(const char* op, const at::Tensor& q,
                                              const at::Tensor& k_cache, const at::Tensor& v_cache,
                                              const c10::optional<at::Tensor>& lengths,

@@ -2,10 +2,37 @@
 
 #include "aten/runtime.h"
 #include "kernels/kernels.h"
+#ifdef KP_WITH_CUDA
+#include "ops/cuda/python_bindings.h"
+#endif
 
 namespace kernel_pytorch::ops {
 
+namespace {
+
+#ifndef KP_WITH_CUDA
+// Why setup.py built no CUDA kernels (KP_CUDA_NOT_BUILT, set by setup.py).
+std::string cuda_not_built() {
+#if defined(KP_CUDA_NOT_BUILT) && KP_CUDA_NOT_BUILT == 1
+  return "not built: the torch this package was built against is not a CUDA build";
+#elif defined(KP_CUDA_NOT_BUILT) && KP_CUDA_NOT_BUILT == 2
+  return "not built: nvcc was not found when this package was built (set CUDA_HOME)";
+#elif defined(KP_CUDA_NOT_BUILT) && KP_CUDA_NOT_BUILT == 3
+  return "not built: disabled with KP_BUILD_CUDA=0 when this package was built";
+#else
+  return "not built: this package was compiled without CUDA";
+#endif
+}
+#endif
+
+}  // namespace
+
 void add_python_bindings(py::module_& m) {
+#ifdef KP_WITH_CUDA
+  cuda::add_python_bindings(m);
+#else
+  m.def("_kp_cuda_info", &cuda_not_built);
+#endif
   m.def("_kp_cpu_isa", [] { return std::string(kp::isa_name(kp::active_isa())); });
   m.def("_kp_best_cpu_isa", [] { return std::string(kp::isa_name(kp::best_supported_isa())); });
   m.def("_kp_set_cpu_isa", [](const std::string& name) {

@@ -94,3 +94,32 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
 }
 
 }  // namespace kernel_pytorch::ops::reference
+
+namespace kernel_pytorch::ops::reference {
+
+namespace {
+at::ScalarType accumulation_type(const at::Tensor& t) {
+  return t.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, const at::Tensor& x,
+                                                     const at::Tensor& weight, double eps) {
+  const auto acc = accumulation_type(x);
+  const at::Tensor xf = x.to(acc), gf = grad.to(acc), wf = weight.to(acc);
+  const at::Tensor inv = at::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  const at::Tensor gw = gf * wf;
+  const at::Tensor dx = inv * (gw - xf * inv.pow(2) * (gw * xf).mean(-1, /*keepdim=*/true));
+  const at::Tensor dw = (gf * xf * inv).reshape({-1, x.size(-1)}).sum(0);
+  return {dx.to(x.scalar_type()), dw.to(weight.scalar_type())};
+}
+
+at::Tensor silu_and_mul_backward(const at::Tensor& grad, const at::Tensor& x) {
+  const auto acc = accumulation_type(x);
+  const int64_t d = x.size(-1) / 2;
+  const at::Tensor gate = x.narrow(-1, 0, d).to(acc), up = x.narrow(-1, d, d).to(acc), g = grad.to(acc);
+  const at::Tensor sig = at::sigmoid(gate);
+  return at::cat({g * up * sig * (1 + gate * (1 - sig)), g * gate * sig}, -1).to(x.scalar_type());
+}
+
+}  // namespace kernel_pytorch::ops::reference

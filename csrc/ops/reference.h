@@ -29,3 +29,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_backward(
     bool causal, double scale);
 
 }  // namespace kernel_pytorch::ops::reference
+
+namespace kernel_pytorch::ops::reference {
+
+// Backward of rms_norm (dx, dweight) and of silu_and_mul (dx), computed in
+// float32 (float64 for float64) and returned in the inputs' dtypes.
+std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, const at::Tensor& x,
+                                                     const at::Tensor& weight, double eps);
+at::Tensor silu_and_mul_backward(const at::Tensor& grad, const at::Tensor& x);
+
+}  // namespace kernel_pytorch::ops::reference

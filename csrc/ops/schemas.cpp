@@ -14,4 +14,9 @@ TORCH_LIBRARY(kernel_pytorch, m) {
   m.def("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, Tensor? lengths=None, float? scale=None) -> Tensor");
   m.def("prefill_attention(Tensor q, Tensor k, Tensor v, bool causal=True, float? scale=None) -> Tensor");
   m.def("matmul_vec(Tensor w, Tensor x) -> Tensor");
+  // Backward kernels, called by the autograd formulas of _registrations.py.
+  // CUDA has kernels for them; other devices run the formula in ATen ops
+  // (registered from Python as CompositeExplicitAutograd).
+  m.def("rms_norm_backward(Tensor grad, Tensor x, Tensor weight, float eps) -> (Tensor, Tensor)");
+  m.def("silu_and_mul_backward(Tensor grad, Tensor x) -> Tensor");
 }

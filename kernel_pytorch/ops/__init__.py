@@ -11,6 +11,12 @@ every device the package registers kernels for, under autograd,
 * **my_asic**: the device runtime's own kernels (``kpdrGetKernels`` in
   ``csrc/runtime/kpdr.h``), enqueued on the current stream; kernels a runtime
   lacks run through the CPU fallback (counted by ``torch.my_asic.fallback_stats()``).
+* **cuda** (when the package was built with nvcc against a CUDA torch): the
+  CUDA kernel library (``csrc/kernels/cuda``), launched on the current stream
+  without synchronising the host, so the ops work inside CUDA graphs;
+  ``prefill_attention`` calls PyTorch's ``scaled_dot_product_attention``
+  (FlashAttention-2 / cuDNN). Launch configurations are tuned once per
+  (op, dtype, shape bucket, GPU) and cached on disk: see :func:`tuning_report`.
 
 Dtypes: float32, bfloat16, float16 (arithmetic accumulates in float32).
 Matrix-matrix products are not here on purpose: ``torch.matmul`` already
@@ -18,7 +24,7 @@ calls the vendor BLAS (oneDNN/MKL on CPU, cuBLAS on CUDA), which a
 hand-written GEMM would not beat.
 """
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -30,7 +36,7 @@ from kernel_pytorch.ops.modules import LlamaDecoderLayer, RMSNorm, RotaryEmbeddi
 __all__ = [
     "rms_norm", "fused_add_rms_norm", "silu", "silu_and_mul", "apply_rope", "softmax",
     "decode_attention", "prefill_attention", "matmul_vec", "backend_info", "cpu_isa",
-    "set_cpu_isa", "RMSNorm", "SwiGLUMLP", "RotaryEmbedding", "LlamaDecoderLayer", "TinyLlama",
+    "set_cpu_isa", "tuning_report", "tuning_entries", "RMSNorm", "SwiGLUMLP", "RotaryEmbedding", "LlamaDecoderLayer", "TinyLlama",
 ]
 
 _ops = torch.ops.kernel_pytorch
@@ -142,6 +148,48 @@ def _my_asic_info() -> str:
     if not names:
         return "cpu fallback (the runtime has no kernels)"
     return "runtime kernels, cpu fallback for " + ", ".join(sorted(needed - names))
+
+
+def tuning_entries() -> List[Dict[str, Union[str, int, float]]]:
+    """The CUDA launch configurations chosen so far (in this process or read from the cache file).
+
+    One dict per (op, dtype, shape bucket, GPU): ``op``, ``dtype``, ``shape``,
+    ``gpu``, ``threads``, ``split`` (the op's second launch parameter: rows per
+    block, vectors per thread, rows per warp or cache splits), ``us`` (mean
+    microseconds per launch when it was timed) and ``source`` (``"tuned"`` in
+    this process or ``"cache file"``). Empty without CUDA kernels.
+    """
+    entries = getattr(_C, "_kp_tuning_entries", None)
+    if entries is None:
+        return []
+    out = []
+    for e in entries():
+        op, dtype, shape, gpu = (e["key"].split("|", 3) + ["", "", ""])[:4]
+        out.append({"op": op, "dtype": dtype, "shape": shape, "gpu": gpu, "threads": e["threads"],
+                    "split": e["split"], "us": e["us"], "source": e["source"]})
+    return out
+
+
+def tuning_report() -> str:
+    """A readable table of the CUDA launch-configuration tuner's choices (see :func:`tuning_entries`).
+
+    The tuner times each kernel's candidate launch configurations once per
+    (op, dtype, shape bucket, GPU name) with CUDA events and keeps the fastest
+    in a JSON file (``KP_TUNING_CACHE``, default
+    ``~/.cache/kernel_pytorch/tuning.json``); ``KP_TUNING=off`` uses fixed
+    defaults. Tuning never runs during CUDA graph capture.
+    """
+    if getattr(_C, "_kp_tuning_entries", None) is None:
+        return "CUDA kernels " + backend_info()["cuda"]
+    state = "on" if _C._kp_tuning_enabled() else "off (KP_TUNING=off: fixed defaults)"
+    lines = [f"tuning: {state}; cache file: {_C._kp_tuning_cache_path()}"]
+    entries = tuning_entries()
+    if not entries:
+        lines.append("no launch configuration chosen yet")
+    for e in entries:
+        lines.append(f"{e['op']:<20} {e['dtype']:<9} {e['shape']:<55} threads={e['threads']:<5} "
+                     f"split={e['split']:<3} {e['us']:9.2f} us  ({e['source']}; {e['gpu']})")
+    return "\n".join(lines)
 
 
 def backend_info() -> Dict[str, str]:

@@ -4,7 +4,9 @@ The fake kernels give output shapes, dtypes and strides without computing,
 so ``torch.compile(fullgraph=True)`` and ``torch.export`` trace the ops. The
 backward formulas are written with ``torch`` operations (and the ops
 themselves where one fits, e.g. the inverse rotation for rope), so they run
-on every device the forward runs on.
+on every device the forward runs on. rms_norm, fused_add_rms_norm and
+silu_and_mul call backward ops (``rms_norm_backward``,
+``silu_and_mul_backward``), which have fused kernels on CUDA.
 """
 
 import math
@@ -68,10 +70,28 @@ def _matmul_vec_fake(w, x):
     return w.new_empty((w.shape[0],))
 
 
+@register_fake("kernel_pytorch::rms_norm_backward")
+def _rms_norm_backward_fake(grad, x, weight, eps):
+    return (torch.empty_like(x, memory_format=torch.contiguous_format),
+            torch.empty_like(weight, memory_format=torch.contiguous_format))
+
+
+@register_fake("kernel_pytorch::silu_and_mul_backward")
+def _silu_and_mul_backward_fake(grad, x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
 # --------------------------------------------------------------- autograd
 
 def _rms_norm_grads(grad, s, weight, eps):
-    """d/ds and d/dweight of rms_norm(s, weight, eps), computed in float32 (or float64)."""
+    """d/ds and d/dweight of rms_norm(s, weight, eps), computed in float32 (or float64).
+
+    A first-order backward runs the ``rms_norm_backward`` op (a fused kernel on
+    CUDA, this formula in ATen ops elsewhere); under ``create_graph=True`` the
+    formula runs in differentiable torch ops instead, so double backward works.
+    """
+    if not torch.is_grad_enabled():
+        return _ops.rms_norm_backward(grad, s, weight, eps)
     acc = torch.promote_types(s.dtype, torch.float32)
     sf, gf, wf = s.to(acc), grad.to(acc), weight.to(acc)
     inv = torch.rsqrt(sf.pow(2).mean(-1, keepdim=True) + eps)
@@ -139,6 +159,8 @@ register_autograd("kernel_pytorch::silu", _silu_backward, setup_context=_save_x)
 
 def _silu_and_mul_backward(ctx, grad):
     (x,) = ctx.saved_tensors
+    if not torch.is_grad_enabled():  # fused kernel on CUDA; see _rms_norm_grads
+        return _ops.silu_and_mul_backward(grad, x)
     d = x.shape[-1] // 2
     gate, up = x[..., :d], x[..., d:]
     dsilu, silu_gate = _silu_grad(gate)

@@ -4,6 +4,8 @@ Block sizes: requests up to 1 MiB round up to 512 bytes (small pool), larger
 ones to 2 MiB (large pool). Tests use exact multiples so the rounding is known.
 """
 
+import warnings
+
 import pytest
 import torch
 
@@ -115,7 +117,16 @@ def test_pin_memory_gives_pinned_tensor_with_same_values():
 
 
 def test_pin_memory_factory_argument_allocates_pinned_memory():
-    assert torch.empty(16, pin_memory=True).is_pinned()
+    pinned = torch.empty(16, pin_memory=True)
+    if torch.cuda.is_available():
+        # ATen gives CUDA's pinned-memory allocator precedence over any other
+        # accelerator's whenever a CUDA device is present
+        # (GetCPUAllocatorMaybePinned), so the pages are CUDA-pinned there.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # is_pinned(device) is deprecated
+            assert pinned.is_pinned("cuda")
+    else:
+        assert pinned.is_pinned()
 
 
 def test_views_of_pinned_memory_are_pinned():

@@ -1,0 +1,1 @@
+"""Helpers of setup.py (not installed with the package)."""

@@ -1,0 +1,78 @@
+"""The launch-configuration tuner: it times candidates once per (op, dtype,
+shape bucket, GPU), keeps the fastest in the cache file, reuses it in later
+processes, and KP_TUNING=off turns it off. Each scenario runs in a fresh
+process with its own cache file."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+SCRIPT = textwrap.dedent("""
+    import json, torch
+    import kernel_pytorch.ops as kops
+    x = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    out = kops.rms_norm(x, w)
+    torch.cuda.synchronize()
+    print(json.dumps(kops.tuning_entries()))
+""")
+
+
+def run(tmp_path, **env):
+    full = dict(os.environ, **env)
+    full.pop("PYTHONSAFEPATH", None)
+    res = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=full, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_a_new_shape_is_tuned_once_and_saved_to_the_cache_file(tmp_path):
+    cache = tmp_path / "tuning.json"
+    entries = run(tmp_path, KP_TUNING_CACHE=str(cache))
+    mine = [e for e in entries if e["op"] == "rms_norm"]
+    assert len(mine) == 1
+    assert mine[0]["dtype"] == "bfloat16" and mine[0]["shape"] == "rows<=2048,cols=4096"
+    assert mine[0]["gpu"] == torch.cuda.get_device_name(0)
+    assert mine[0]["source"] == "tuned" and mine[0]["us"] > 0
+    saved = json.loads(cache.read_text())
+    assert saved["version"] == 1
+    key = f"rms_norm|bfloat16|rows<=2048,cols=4096|{torch.cuda.get_device_name(0)}"
+    assert saved["entries"][key]["threads"] == mine[0]["threads"]
+
+
+def test_a_later_process_reuses_the_cached_choice(tmp_path):
+    cache = tmp_path / "tuning.json"
+    first = run(tmp_path, KP_TUNING_CACHE=str(cache))
+    second = run(tmp_path, KP_TUNING_CACHE=str(cache))
+    assert [(e["threads"], e["split"]) for e in second] == [(e["threads"], e["split"]) for e in first]
+    assert {e["source"] for e in second} == {"cache file"}
+
+
+def test_tuning_off_uses_defaults_and_writes_nothing(tmp_path):
+    cache = tmp_path / "tuning.json"
+    assert run(tmp_path, KP_TUNING_CACHE=str(cache), KP_TUNING="off") == []
+    assert not cache.exists()
+
+
+def test_tuning_report_shows_the_choices():
+    import kernel_pytorch.ops as kops
+
+    x, w = torch.randn(64, 4096, device="cuda"), torch.randn(4096, device="cuda")
+    kops.rms_norm(x, w)
+    report = kops.tuning_report()
+    assert "cache file:" in report
+    assert "rms_norm" in report and "rows<=64,cols=4096" in report
+
+
+def test_backend_info_names_the_built_architectures_and_the_gpu():
+    import kernel_pytorch.ops as kops
+
+    info = kops.backend_info()["cuda"]
+    major, minor = torch.cuda.get_device_capability(0)
+    assert info.startswith("built for sm_")
+    assert f"(sm_{major}{minor})" in info and torch.cuda.get_device_name(0) in info
