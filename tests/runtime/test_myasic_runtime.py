@@ -642,9 +642,10 @@ def test_forked_child_cannot_use_the_runtime_and_exits_cleanly(myasic_library_pa
 # --- ABI surface ---------------------------------------------------------------------
 
 
-def test_header_declares_the_25_functions_of_the_abi():
+def test_header_declares_the_25_functions_of_the_abi_and_the_optional_kernel_table():
     names = header_function_names()
-    assert len(names) == 25 == len(set(names))
+    assert len(names) == 26 == len(set(names))
+    assert "kpdrGetKernels" in names  # optional: looked up with dlsym
 
 
 def test_library_exports_exactly_the_kpdr_functions(myasic_library_path):
