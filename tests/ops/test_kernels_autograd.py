@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from torch.autograd import gradcheck
+from torch.autograd import gradcheck, gradgradcheck
 
 import kernel_pytorch.ops as kops
-from kernel_cases import ref_apply_rope, ref_prefill_attention
+from kernel_cases import ref_apply_rope, ref_prefill_attention, ref_rms_norm, ref_silu_and_mul
 
 ops = torch.ops.kernel_pytorch
 
@@ -145,3 +145,29 @@ def test_gradients_on_my_asic_match_cpu(my_asic):
 
     for a, b in zip(run(my_asic), run("cpu")):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+# ------------------------------------------------ backward ops and double backward
+
+def test_rms_norm_backward_op_equals_autograd_of_the_reference():
+    x, w, g = torch.randn(3, 2, 40), torch.randn(40), torch.randn(3, 2, 40)
+    xd, wd = x.double().requires_grad_(True), w.double().requires_grad_(True)
+    expected = torch.autograd.grad(ref_rms_norm(xd, wd, 1e-5), (xd, wd), g.double())
+    dx, dw = ops.rms_norm_backward(g, x, w, 1e-5)
+    torch.testing.assert_close(dx, expected[0].float(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dw, expected[1].float(), atol=1e-4, rtol=1e-5)
+
+
+def test_silu_and_mul_backward_op_equals_autograd_of_the_reference():
+    x, g = torch.randn(3, 34) * 3, torch.randn(3, 17)
+    xd = x.double().requires_grad_(True)
+    (expected,) = torch.autograd.grad(ref_silu_and_mul(xd), xd, g.double())
+    torch.testing.assert_close(ops.silu_and_mul_backward(g, x), expected.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_gradgradcheck_rms_norm():
+    assert gradgradcheck(lambda x, w: ops.rms_norm(x, w, 1e-6), (d(3, 5), d(5)))
+
+
+def test_gradgradcheck_silu_and_mul():
+    assert gradgradcheck(ops.silu_and_mul, (d(2, 6, scale=3),))

@@ -37,6 +37,18 @@ def test_opcheck_on_cpu(op, requires_grad):
     torch.library.opcheck(getattr(torch.ops.kernel_pytorch, op).default, _opcheck_args(op, "cpu", requires_grad))
 
 
+BACKWARD_OPS = {
+    "rms_norm_backward": lambda device: (torch.randn(3, 17, device=device), torch.randn(3, 17, device=device),
+                                         torch.randn(17, device=device), 1e-6),
+    "silu_and_mul_backward": lambda device: (torch.randn(3, 9, device=device), torch.randn(3, 18, device=device)),
+}
+
+
+@pytest.mark.parametrize("op", sorted(BACKWARD_OPS))
+def test_opcheck_backward_ops_on_cpu(op):
+    torch.library.opcheck(getattr(torch.ops.kernel_pytorch, op).default, BACKWARD_OPS[op]("cpu"))
+
+
 # PyTorch's test_autograd_registration raises NotImplementedError for any device but
 # CPU/CUDA/XPU ("NYI devices other than CPU/CUDA/XPU"), so on my_asic it is left out; the
 # registration it checks is device independent (register_autograd) and is covered on cpu.
@@ -46,6 +58,12 @@ MY_ASIC_OPCHECKS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic
 @pytest.mark.parametrize("op", OPS)
 def test_opcheck_on_my_asic(op, my_asic):
     torch.library.opcheck(getattr(torch.ops.kernel_pytorch, op).default, _opcheck_args(op, my_asic, True),
+                          test_utils=MY_ASIC_OPCHECKS)
+
+
+@pytest.mark.parametrize("op", sorted(BACKWARD_OPS))
+def test_opcheck_backward_ops_on_my_asic(op, my_asic):
+    torch.library.opcheck(getattr(torch.ops.kernel_pytorch, op).default, BACKWARD_OPS[op](my_asic),
                           test_utils=MY_ASIC_OPCHECKS)
 
 
