@@ -151,6 +151,34 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& x, at::IntAr
   return {s[0].toTensor(), s[1].toTensor()};
 }
 
+// The backward of F.rms_norm's fused form from the forward's rstd (PyTorch
+// has no CPU kernel of it for the fallback to run), in ATen operations.
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& grad_out, const at::Tensor& x,
+                                                           at::IntArrayRef normalized_shape,
+                                                           const at::Tensor& rstd,
+                                                           const c10::optional<at::Tensor>& weight,
+                                                           std::array<bool, 2> output_mask) {
+  c10::DeviceGuard guard(x.device());
+  const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const int64_t n = static_cast<int64_t>(normalized_shape.size());
+  std::vector<int64_t> dims(n);
+  for (int64_t i = 0; i < n; ++i) dims[i] = x.dim() - n + i;
+  const at::Tensor xhat = x.to(acc) * rstd.to(acc);
+  const at::Tensor g = grad_out.to(acc);
+  const bool has_weight = weight.has_value() && weight->defined();
+  const at::Tensor gw = has_weight ? g * weight->to(acc) : g;
+  at::Tensor dx, dw;
+  if (output_mask[0]) {
+    dx = (rstd.to(acc) * (gw - xhat * (gw * xhat).mean(dims, /*keepdim=*/true))).to(x.scalar_type());
+  }
+  if (output_mask[1] && has_weight) {
+    std::vector<int64_t> lead(x.dim() - n);
+    for (int64_t i = 0; i < x.dim() - n; ++i) lead[i] = i;
+    dw = (lead.empty() ? g * xhat : (g * xhat).sum(lead)).to(weight->scalar_type());
+  }
+  return {dx, dw};
+}
+
 }  // namespace
 
 }  // namespace kernel_pytorch::ops
@@ -164,6 +192,7 @@ namespace kernel_pytorch::ops {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_rms_norm", &fused_rms_norm);
+  m.impl("_fused_rms_norm_backward", &fused_rms_norm_backward);
   m.impl("_fused_sdp_choice", &fused_sdp_choice);
   m.impl("_scaled_dot_product_fused_attention_overrideable", &sdpa_overrideable);
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward", &sdpa_overrideable_backward);
