@@ -101,7 +101,8 @@ inline void rms_norm(const kpdrRmsNormArgs& a) {
 // -------------------------------------------------------------------- silu
 
 inline float silu_scalar(float v) { return v / (1.f + sexp(-v)); }
-inline Vec silu_vec(Vec v) { return v / (Vec::set1(1.f) + vexp(Vec::zero() - v)); }
+// exp stays finite (vexp clamps), so the reciprocal never sees infinity.
+inline Vec silu_vec(Vec v) { return v * (Vec::set1(1.f) + vexp(Vec::zero() - v)).reciprocal(); }
 
 template <typename T>
 void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1) {
