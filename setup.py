@@ -69,7 +69,8 @@ setup(
     ext_modules=[
         CppExtension(
             name="kernel_pytorch._C",
-            sources=sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp"))),
+            sources=sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp")))
+            + sorted(glob.glob(os.path.join("csrc", "distributed", "*.cpp"))),
             include_dirs=[os.path.join(ROOT, "csrc")],
             # The C++ standard is the one torch.utils.cpp_extension picks for this torch.
             extra_compile_args={"cxx": ["-O2", "-fvisibility=hidden"]},

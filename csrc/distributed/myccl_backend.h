@@ -1,0 +1,85 @@
+// myccl: the torch.distributed backend for my_asic tensors (a c10d::Backend).
+//
+// Every operation (1) checks its tensors (my_asic, one device, dense,
+// contiguous, matching sizes), (2) gives the transport buffers -- host aliases
+// of the device memory when the runtime reports it host addressable (no
+// copies), else staging copies in pinned host memory moved with the runtime's
+// async copies -- (3) starts the transport and (4) returns a MycclWork whose
+// epilogue writes results back on the backend's communication stream.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "transport.h"
+
+namespace kernel_pytorch::distributed {
+
+class MycclBackend final : public c10d::Backend {
+ public:
+  MycclBackend(int rank, int size, std::unique_ptr<Transport> transport, std::chrono::milliseconds timeout);
+
+  const std::string getBackendName() const override {
+    return "myccl";
+  }
+  std::string transport_name() const {
+    return transport_->name();
+  }
+  std::chrono::milliseconds timeout() const {
+    return timeout_;
+  }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+      std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // The stream myccl's device-side epilogues run on (one per device).
+  c10::Stream comm_stream(c10::DeviceIndex device);
+
+ private:
+  class Exchange;
+  c10::intrusive_ptr<c10d::Work> launch(
+      c10d::OpType type,
+      const std::string& op,
+      const std::shared_ptr<Exchange>& exchange,
+      const std::function<c10::intrusive_ptr<c10d::Work>()>& start,
+      std::function<void()> post,
+      std::vector<at::Tensor> outputs,
+      bool collective);
+
+  std::unique_ptr<Transport> transport_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex streams_mutex_;
+  std::array<int64_t, 64> comm_stream_ids_{}; // 0: not created yet
+  c10::DeviceIndex last_device_ = 0;          // barrier's device
+};
+
+} // namespace kernel_pytorch::distributed
