@@ -7,7 +7,6 @@
 #include "aten/host_view.h"
 #include "aten/runtime.h"
 #include "aten/streams.h"
-#include "myccl_work.h"
 
 namespace kernel_pytorch::distributed {
 namespace {
@@ -223,6 +222,42 @@ MycclBackend::MycclBackend(
   TORCH_CHECK(transport_ != nullptr, "myccl: a backend needs a transport");
 }
 
+MycclBackend::~MycclBackend() {
+  {
+    std::lock_guard<std::mutex> lock(completion_mutex_);
+    stopping_ = true;
+  }
+  completion_cv_.notify_all();
+  if (completion_thread_.joinable()) {
+    completion_thread_.join();
+  }
+}
+
+void MycclBackend::enqueue_completion(c10::intrusive_ptr<MycclWork> work) {
+  std::lock_guard<std::mutex> lock(completion_mutex_);
+  if (!completion_thread_.joinable()) {
+    completion_thread_ = std::thread([this] { run_completions(); });
+  }
+  completions_.push_back(std::move(work));
+  completion_cv_.notify_one();
+}
+
+void MycclBackend::run_completions() {
+  for (;;) {
+    c10::intrusive_ptr<MycclWork> work;
+    {
+      std::unique_lock<std::mutex> lock(completion_mutex_);
+      completion_cv_.wait(lock, [this] { return stopping_ || !completions_.empty(); });
+      if (completions_.empty()) {
+        return; // stopping, nothing left
+      }
+      work = std::move(completions_.front());
+      completions_.pop_front();
+    }
+    work->finish();
+  }
+}
+
 c10::Stream MycclBackend::comm_stream(c10::DeviceIndex device) {
   check_device_index(device);
   std::lock_guard<std::mutex> lock(streams_mutex_);
@@ -260,7 +295,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::launch(
       type, c10::str(op, " (rank ", getRank(), " of ", getSize(), ", transport ", transport_->name(), ")"),
       comm_stream(exchange->device()), std::move(transport_work), std::move(epilogue), collective);
   if (collective) {
-    work->start_background_completion();
+    enqueue_completion(work);
   }
   return work;
 }
@@ -319,9 +354,13 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& ten
   return launch(
       c10d::OpType::REDUCE, op, ex,
       [&]() mutable {
+        if (!is_root) {
+          // The transport may use non-root buffers as scratch; the caller's
+          // input stays unchanged, as with NCCL.
+          buf = buf.clone();
+        }
         if (r.premultiply != 1.0) {
-          // Non-root inputs stay unchanged, as with NCCL.
-          buf = is_root ? buf.mul_(r.premultiply) : buf.mul(r.premultiply);
+          buf.mul_(r.premultiply);
         }
         return transport_->reduce(buf, root, r.transport_op);
       },

@@ -11,10 +11,14 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <array>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <functional>
 #include <memory>
 #include <mutex>
 
+#include "myccl_work.h"
 #include "transport.h"
 
 namespace kernel_pytorch::distributed {
@@ -22,6 +26,9 @@ namespace kernel_pytorch::distributed {
 class MycclBackend final : public c10d::Backend {
  public:
   MycclBackend(int rank, int size, std::unique_ptr<Transport> transport, std::chrono::milliseconds timeout);
+  // Finishes the collectives still in flight (each ends by the transport's
+  // timeout at the latest), then stops the completion thread.
+  ~MycclBackend() override;
 
   const std::string getBackendName() const override {
     return "myccl";
@@ -75,7 +82,17 @@ class MycclBackend final : public c10d::Backend {
       std::vector<at::Tensor> outputs,
       bool collective);
 
+  void enqueue_completion(c10::intrusive_ptr<MycclWork> work);
+  void run_completions();
+
   std::unique_ptr<Transport> transport_;
+  // Collectives complete in issue order on one thread per backend, which
+  // waits for the transport and runs myccl's epilogue.
+  std::mutex completion_mutex_;
+  std::condition_variable completion_cv_;
+  std::deque<c10::intrusive_ptr<MycclWork>> completions_; // guarded by completion_mutex_
+  bool stopping_ = false;                                  // guarded by completion_mutex_
+  std::thread completion_thread_;
   const std::chrono::milliseconds timeout_;
   std::mutex streams_mutex_;
   std::array<int64_t, 64> comm_stream_ids_{}; // 0: not created yet

@@ -45,13 +45,22 @@ MycclWork::MycclWork(
           c10::ListType::create(c10::TensorType::get()),
           std::vector<c10::Device>{comm_stream.device()})) {}
 
-void MycclWork::start_background_completion() {
-  c10::intrusive_ptr<MycclWork> self = c10::intrusive_ptr<MycclWork>::reclaim_copy(this);
-  // The callback runs on the transport's thread when it finishes (inline if
-  // it already has). It holds `self` only until then.
-  transport_work_->getFuture()->addCallback([self](c10::ivalue::Future& done) {
-    self->complete(done.hasError() ? done.exception_ptr() : nullptr);
-  });
+void MycclWork::finish() {
+  c10::intrusive_ptr<c10d::Work> w;
+  {
+    std::lock_guard<std::mutex> lock(completion_mutex_);
+    if (completed_) {
+      return;
+    }
+    w = transport_work_;
+  }
+  std::exception_ptr error;
+  try {
+    w->wait();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  complete(error);
 }
 
 void MycclWork::complete(std::exception_ptr transport_error) {
@@ -104,20 +113,7 @@ std::exception_ptr MycclWork::exception() const {
 
 bool MycclWork::wait(std::chrono::milliseconds timeout) {
   if (!complete_in_background_) {
-    c10::intrusive_ptr<c10d::Work> w;
-    {
-      std::lock_guard<std::mutex> lock(completion_mutex_);
-      w = transport_work_;
-    }
-    if (w) {
-      std::exception_ptr error;
-      try {
-        w->wait(timeout);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      complete(error);
-    }
+    finish(); // point-to-point: completes on the waiting thread, as gloo's do
   } else if (timeout != kNoTimeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!future_->completed()) {

@@ -32,6 +32,10 @@ class MycclWork final : public c10d::Work {
       Epilogue epilogue,
       bool complete_in_background);
 
+  bool completes_in_background() const {
+    return complete_in_background_;
+  }
+
   bool isCompleted() override;
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
@@ -40,8 +44,9 @@ class MycclWork final : public c10d::Work {
   std::vector<at::Tensor> result() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
-  // Hooks the epilogue to the transport's completion (collectives).
-  void start_background_completion();
+  // Waits for the transport, runs the epilogue and completes (or fails) the
+  // future. Collectives: called on the backend's completion thread.
+  void finish();
 
  private:
   // Runs the epilogue and completes (or fails) the future; idempotent.
