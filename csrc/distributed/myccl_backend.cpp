@@ -17,27 +17,26 @@ const char* device_fix =
     "Move it with .to(\"my_asic\"), or give the group a backend for that device too, e.g. "
     "init_process_group(\"cpu:gloo,my_asic:myccl\").";
 
-void check_tensor(const std::string& op, const at::Tensor& t, c10::DeviceIndex device) {
+// myccl takes my_asic tensors and, for groups that mix CPU and my_asic
+// ranks ("cpu:myccl,my_asic:myccl"), CPU tensors; one call uses one device.
+void check_tensor(const std::string& op, const at::Tensor& t, c10::Device device) {
   TORCH_CHECK_VALUE(t.defined(), "myccl: ", op, " got an undefined tensor");
   TORCH_CHECK_VALUE(
-      t.device().type() == c10::DeviceType::PrivateUse1, "myccl: ", op, " got a tensor on ", t.device(),
-      ", but myccl moves my_asic tensors. ", device_fix);
+      t.device().type() == c10::DeviceType::PrivateUse1 || t.device().type() == c10::DeviceType::CPU, "myccl: ", op,
+      " got a tensor on ", t.device(), ", but myccl moves my_asic (and CPU) tensors. ", device_fix);
   TORCH_CHECK_VALUE(
-      t.device().index() == device, "myccl: ", op, " got tensors on my_asic:", static_cast<int>(device),
-      " and ", t.device(), "; all tensors of one call must be on the same device");
+      t.device() == device, "myccl: ", op, " got tensors on ", device, " and ", t.device(),
+      "; all tensors of one call must be on the same device");
   TORCH_CHECK_VALUE(t.layout() == c10::kStrided, "myccl: ", op, " supports dense tensors only, got ", t.layout());
   TORCH_CHECK_VALUE(
       t.is_non_overlapping_and_dense() && t.is_contiguous(), "myccl: ", op,
       " needs contiguous tensors; call .contiguous() first");
 }
 
-c10::DeviceIndex check_tensors(const std::string& op, const std::vector<at::Tensor>& ts) {
+c10::Device check_tensors(const std::string& op, const std::vector<at::Tensor>& ts) {
   TORCH_CHECK_VALUE(!ts.empty(), "myccl: ", op, " got no tensors");
-  TORCH_CHECK_VALUE(
-      ts.front().defined() && ts.front().device().type() == c10::DeviceType::PrivateUse1, "myccl: ", op,
-      " got a tensor on ", ts.front().defined() ? c10::str(ts.front().device()) : "no device",
-      ", but myccl moves my_asic tensors. ", device_fix);
-  const c10::DeviceIndex device = ts.front().device().index();
+  TORCH_CHECK_VALUE(ts.front().defined(), "myccl: ", op, " got an undefined tensor");
+  const c10::Device device = ts.front().device();
   for (const auto& t : ts) {
     check_tensor(op, t, device);
   }
@@ -93,6 +92,29 @@ Reduction plan_reduction(const std::string& op, const c10d::ReduceOp& reduce_op)
   }
 }
 
+// The transport Works of a coalesced call, waited for together.
+class WorkList final : public c10d::Work {
+ public:
+  explicit WorkList(std::vector<c10::intrusive_ptr<c10d::Work>> works) : works_(std::move(works)) {}
+  bool isCompleted() override {
+    for (auto& w : works_) {
+      if (!w->isCompleted()) {
+        return false;
+      }
+    }
+    return true;
+  }
+  bool wait(std::chrono::milliseconds timeout) override {
+    for (auto& w : works_) {
+      w->wait(timeout);
+    }
+    return true;
+  }
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+};
+
 void divide_by(at::Tensor& t, int size) {
   if (at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type())) {
     t.div_(size);
@@ -112,17 +134,18 @@ void divide_by(at::Tensor& t, int size) {
 // communication stream after it finished.
 class MycclBackend::Exchange {
  public:
-  Exchange(c10::DeviceIndex device, c10::Stream comm)
-      : device_(device), comm_(comm), alias_(host_addressable()) {}
+  // comm: the device's communication stream; none for CPU tensors.
+  Exchange(c10::Device device, std::optional<c10::Stream> comm)
+      : device_(device.index()), comm_(comm), host_(device.is_cpu()), alias_(host_ || host_addressable()) {}
 
-  c10::DeviceIndex device() const {
-    return device_;
+  std::optional<c10::Stream> comm_stream() const {
+    return comm_;
   }
 
   // The buffer for `t`; `read`: the transport reads it; `write`: it writes it.
   at::Tensor buffer(const at::Tensor& t, bool read, bool write) {
     if (alias_) {
-      return host_alias(t);
+      return host_ ? t : host_alias(t);
     }
     at::Tensor host = pinned(t.sizes(), t);
     if (read) {
@@ -159,13 +182,15 @@ class MycclBackend::Exchange {
   // Before the transport starts: the device work producing the tensors
   // (queued on the current stream) has finished and the buffers are filled.
   void ready() {
-    const c10::Stream current = current_stream(device_);
     if (alias_) {
-      wait_current_stream(device_); // no runtime call when the stream is idle
+      if (!host_) {
+        wait_current_stream(device_); // no runtime call when the stream is idle
+      }
       for (auto& [host, dev] : stage_in_) {
-        host.copy_(host_alias(dev).reshape({-1}));
+        host.copy_(on_host(dev).reshape({-1}));
       }
     } else {
+      const c10::Stream current = current_stream(device_);
       for (auto& [host, dev] : stage_in_) {
         memcpy_async(host.data_ptr(), dev.const_data_ptr(), dev.nbytes(), KPDR_MEMCPY_DEVICE_TO_HOST, current);
       }
@@ -179,17 +204,21 @@ class MycclBackend::Exchange {
   void write_back() {
     for (auto& [host, dev] : stage_out_) {
       if (alias_) {
-        host_alias(dev).reshape({-1}).copy_(host.reshape({-1}));
+        on_host(dev).reshape({-1}).copy_(host.reshape({-1}));
       } else {
-        memcpy_async(dev.data_ptr(), host.const_data_ptr(), dev.nbytes(), KPDR_MEMCPY_HOST_TO_DEVICE, comm_);
+        memcpy_async(dev.data_ptr(), host.const_data_ptr(), dev.nbytes(), KPDR_MEMCPY_HOST_TO_DEVICE, *comm_);
         const c10::DataPtr& dp = host.storage().data_ptr();
-        host_allocator()->record_event(dp.get(), dp.get_context(), comm_);
+        host_allocator()->record_event(dp.get(), dp.get_context(), *comm_);
       }
     }
     stage_out_.clear();
   }
 
  private:
+  at::Tensor on_host(const at::Tensor& t) const {
+    return host_ ? t : host_alias(t);
+  }
+
   at::Tensor pinned(c10::IntArrayRef sizes, const at::Tensor& like) {
     auto options = like.options().device(c10::kCPU);
     if (alias_) {
@@ -210,8 +239,9 @@ class MycclBackend::Exchange {
   }
 
   const c10::DeviceIndex device_;
-  const c10::Stream comm_;
-  const bool alias_;
+  const std::optional<c10::Stream> comm_;
+  const bool host_;  // CPU tensors: already host memory
+  const bool alias_; // the transport works on the tensors' own memory
   std::vector<std::pair<at::Tensor, at::Tensor>> stage_in_;  // (host, device)
   std::vector<std::pair<at::Tensor, at::Tensor>> stage_out_; // (host, device)
 };
@@ -258,10 +288,20 @@ void MycclBackend::run_completions() {
   }
 }
 
+std::shared_ptr<MycclBackend::Exchange> MycclBackend::make_exchange(c10::Device device) {
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    last_device_ = device;
+  }
+  if (device.is_cpu()) {
+    return std::make_shared<Exchange>(device, std::nullopt);
+  }
+  return std::make_shared<Exchange>(device, comm_stream(device.index()));
+}
+
 c10::Stream MycclBackend::comm_stream(c10::DeviceIndex device) {
   check_device_index(device);
   std::lock_guard<std::mutex> lock(streams_mutex_);
-  last_device_ = device;
   int64_t& id = comm_stream_ids_.at(device);
   if (id == 0) {
     id = stream_from_pool(device, /*priority=*/0).id();
@@ -293,7 +333,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::launch(
   };
   auto work = c10::make_intrusive<MycclWork>(
       type, c10::str(op, " (rank ", getRank(), " of ", getSize(), ", transport ", transport_->name(), ")"),
-      comm_stream(exchange->device()), std::move(transport_work), std::move(epilogue), collective);
+      exchange->comm_stream(), std::move(transport_work), std::move(epilogue), collective);
   if (collective) {
     enqueue_completion(work);
   }
@@ -306,7 +346,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(
   check_single(op, tensors);
   const auto device = check_tensors(op, tensors);
   const Reduction r = plan_reduction(op, opts.reduceOp);
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor buf = ex->buffer(tensors[0], true, true);
   std::function<void()> post;
   if (r.average) {
@@ -323,6 +363,115 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce(
       std::move(post), tensors, true);
 }
 
+c10::intrusive_ptr<c10d::Work> MycclBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const std::string op = "all_reduce_coalesced";
+  const auto device = check_tensors(op, tensors);
+  const Reduction r = plan_reduction(op, opts.reduceOp);
+  auto ex = make_exchange(device);
+  std::vector<at::Tensor> bufs;
+  for (const auto& t : tensors) {
+    bufs.push_back(ex->buffer(t, true, true));
+  }
+  std::function<void()> post;
+  if (r.average) {
+    post = [bufs, n = getSize()]() mutable {
+      for (auto& b : bufs) {
+        divide_by(b, n);
+      }
+    };
+  }
+  return launch(
+      c10d::OpType::ALLREDUCE_COALESCED, op, ex,
+      [&]() -> c10::intrusive_ptr<c10d::Work> {
+        std::vector<c10::intrusive_ptr<c10d::Work>> works;
+        for (auto& b : bufs) {
+          if (r.premultiply != 1.0) {
+            b.mul_(r.premultiply);
+          }
+          works.push_back(transport_->allreduce(b, r.transport_op));
+        }
+        return c10::make_intrusive<WorkList>(std::move(works));
+      },
+      std::move(post), tensors, true);
+}
+
+c10::intrusive_ptr<c10d::Work> MycclBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& /*opts*/) {
+  const std::string op = "all_gather_into_tensor_coalesced";
+  TORCH_CHECK_VALUE(
+      outputs.size() == inputs.size(), "myccl: ", op, ": got ", inputs.size(), " inputs but ", outputs.size(),
+      " outputs");
+  std::vector<at::Tensor> all = inputs;
+  all.insert(all.end(), outputs.begin(), outputs.end());
+  const auto device = check_tensors(op, all);
+  auto ex = make_exchange(device);
+  std::vector<at::Tensor> ins;
+  std::vector<at::Tensor> outs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK_VALUE(
+        outputs[i].numel() == inputs[i].numel() * getSize() && outputs[i].scalar_type() == inputs[i].scalar_type(),
+        "myccl: ", op, ": output ", i, " must have world size (", getSize(), ") x the elements of input ", i,
+        " and its dtype");
+    ins.push_back(ex->buffer(inputs[i], true, false));
+    outs.push_back(ex->buffer(outputs[i], false, true));
+  }
+  return launch(
+      c10d::OpType::COALESCED, op, ex,
+      [&]() -> c10::intrusive_ptr<c10d::Work> {
+        std::vector<c10::intrusive_ptr<c10d::Work>> works;
+        for (size_t i = 0; i < ins.size(); ++i) {
+          works.push_back(transport_->allgather(outs[i], ins[i]));
+        }
+        return c10::make_intrusive<WorkList>(std::move(works));
+      },
+      nullptr, outputs, true);
+}
+
+c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
+  const std::string op = "reduce_scatter_tensor_coalesced";
+  TORCH_CHECK_VALUE(
+      outputs.size() == inputs.size(), "myccl: ", op, ": got ", inputs.size(), " inputs but ", outputs.size(),
+      " outputs");
+  std::vector<at::Tensor> all = inputs;
+  all.insert(all.end(), outputs.begin(), outputs.end());
+  const auto device = check_tensors(op, all);
+  const Reduction r = plan_reduction(op, opts.reduceOp);
+  auto ex = make_exchange(device);
+  std::vector<at::Tensor> ins;
+  std::vector<at::Tensor> outs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK_VALUE(
+        inputs[i].numel() == outputs[i].numel() * getSize() && outputs[i].scalar_type() == inputs[i].scalar_type(),
+        "myccl: ", op, ": input ", i, " must have world size (", getSize(), ") x the elements of output ", i,
+        " and its dtype");
+    ins.push_back(ex->buffer(inputs[i], true, false));
+    outs.push_back(ex->buffer(outputs[i], false, true));
+  }
+  std::function<void()> post;
+  if (r.average) {
+    post = [outs, n = getSize()]() mutable {
+      for (auto& o : outs) {
+        divide_by(o, n);
+      }
+    };
+  }
+  return launch(
+      c10d::OpType::COALESCED, op, ex,
+      [&]() -> c10::intrusive_ptr<c10d::Work> {
+        std::vector<c10::intrusive_ptr<c10d::Work>> works;
+        for (size_t i = 0; i < ins.size(); ++i) {
+          if (r.premultiply != 1.0) {
+            ins[i] = ins[i].mul(r.premultiply); // a copy: inputs stay unchanged
+          }
+          works.push_back(transport_->reduce_scatter(outs[i], ins[i], r.transport_op));
+        }
+        return c10::make_intrusive<WorkList>(std::move(works));
+      },
+      std::move(post), outputs, true);
+}
+
 c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const std::string op = "broadcast";
@@ -330,7 +479,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::broadcast(
   const auto device = check_tensors(op, tensors);
   check_root(op, opts.rootRank, getSize());
   const int root = static_cast<int>(opts.rootRank);
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   const bool is_root = getRank() == root;
   at::Tensor buf = ex->buffer(tensors[0], is_root, !is_root);
   return launch(
@@ -344,7 +493,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce(std::vector<at::Tensor>& ten
   check_root(op, opts.rootRank, getSize());
   const int root = static_cast<int>(opts.rootRank);
   const Reduction r = plan_reduction(op, opts.reduceOp);
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   const bool is_root = getRank() == root;
   at::Tensor buf = ex->buffer(tensors[0], true, is_root);
   std::function<void()> post;
@@ -378,7 +527,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_allgather_base(
       output.numel() == input.numel() * getSize(), "myccl: ", op, ": the output has ", output.numel(),
       " elements but must have world size (", getSize(), ") x input elements (", input.numel(), ") = ",
       input.numel() * getSize());
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor in = ex->buffer(input, true, false);
   at::Tensor out = ex->buffer(output, false, true);
   return launch(
@@ -402,7 +551,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::allgather(
   for (const auto& o : outs) {
     check_same(op, inputs[0], o, "an output tensor");
   }
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor in = ex->buffer(inputs[0], true, false);
   at::Tensor out = ex->packed_output(outs);
   return launch(
@@ -421,7 +570,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::_reduce_scatter_base(
       " elements but must have world size (", getSize(), ") x output elements (", output.numel(), ") = ",
       output.numel() * getSize());
   const Reduction r = plan_reduction(op, opts.reduceOp);
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor in = ex->buffer(input, true, false);
   at::Tensor out = ex->buffer(output, false, true);
   std::function<void()> post;
@@ -456,7 +605,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::reduce_scatter(
     check_same(op, outputs[0], i, "an input tensor");
   }
   const Reduction r = plan_reduction(op, opts.reduceOp);
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor in = ex->packed_input(ins);
   at::Tensor out = ex->buffer(outputs[0], false, true);
   std::function<void()> post;
@@ -489,7 +638,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall_base(
         splits == &output_splits ? "output" : "input", "_split_sizes has ", splits->size(),
         " entries but the group has ", getSize(), " ranks");
   }
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor in = ex->buffer(input, true, false);
   at::Tensor out = ex->buffer(output, false, true);
   return launch(
@@ -516,7 +665,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::alltoall(
     out_splits.push_back(outputs[i].numel());
     in_splits.push_back(inputs[i].numel());
   }
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor in = ex->packed_input(inputs);
   at::Tensor out = ex->packed_output(outputs);
   return launch(
@@ -548,7 +697,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
   for (const auto& o : outs) {
     check_same(op, inputs[0], o, "a gather_list tensor");
   }
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor in = ex->buffer(inputs[0], true, false);
   std::vector<at::Tensor> out_bufs;
   for (const auto& o : outs) {
@@ -582,7 +731,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
   for (const auto& i : ins) {
     check_same(op, outputs[0], i, "a scatter_list tensor");
   }
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor out = ex->buffer(outputs[0], false, true);
   std::vector<at::Tensor> in_bufs;
   for (const auto& i : ins) {
@@ -598,7 +747,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::send(std::vector<at::Tensor>& tenso
   check_single(op, tensors);
   const auto device = check_tensors(op, tensors);
   check_root(op, dst, getSize());
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor buf = ex->buffer(tensors[0], true, false);
   return launch(
       c10d::OpType::SEND, op, ex, [&] { return transport_->send(buf, dst, tag); }, nullptr, tensors, false);
@@ -609,18 +758,24 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::recv(std::vector<at::Tensor>& tenso
   check_single(op, tensors);
   const auto device = check_tensors(op, tensors);
   check_root(op, src, getSize());
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  auto ex = make_exchange(device);
   at::Tensor buf = ex->buffer(tensors[0], false, true);
   return launch(
       c10d::OpType::RECV, op, ex, [&] { return transport_->recv(buf, src, tag); }, nullptr, tensors, false);
 }
 
 c10::intrusive_ptr<c10d::Work> MycclBackend::barrier(const c10d::BarrierOptions& opts) {
-  c10::DeviceIndex device = last_device_;
-  if (opts.device.has_value() && opts.device->type() == c10::DeviceType::PrivateUse1 && opts.device->has_index()) {
-    device = opts.device->index();
+  // The device of the caller's latest operation (CPU before any): a barrier
+  // orders nothing on a device, but its Work's future needs one.
+  c10::Device device = c10::kCPU;
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    device = last_device_;
   }
-  auto ex = std::make_shared<Exchange>(device, comm_stream(device));
+  if (opts.device.has_value() && opts.device->type() == c10::DeviceType::PrivateUse1 && opts.device->has_index()) {
+    device = *opts.device;
+  }
+  auto ex = make_exchange(device);
   return launch(c10d::OpType::BARRIER, "barrier", ex, [&] { return transport_->barrier(); }, nullptr, {}, true);
 }
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 
 #include "myccl_work.h"
@@ -42,12 +43,16 @@ class MycclBackend final : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather(
       std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(
       at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(
       std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::GatherOptions& opts) override;
@@ -59,6 +64,9 @@ class MycclBackend final : public c10d::Backend {
       const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(
       at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
       std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) override;
@@ -73,6 +81,7 @@ class MycclBackend final : public c10d::Backend {
 
  private:
   class Exchange;
+  std::shared_ptr<Exchange> make_exchange(c10::Device device);
   c10::intrusive_ptr<c10d::Work> launch(
       c10d::OpType type,
       const std::string& op,
@@ -96,7 +105,7 @@ class MycclBackend final : public c10d::Backend {
   const std::chrono::milliseconds timeout_;
   std::mutex streams_mutex_;
   std::array<int64_t, 64> comm_stream_ids_{}; // 0: not created yet
-  c10::DeviceIndex last_device_ = 0;          // barrier's device
+  c10::Device last_device_ = c10::kCPU;        // guarded by streams_mutex_; barrier's device
 };
 
 } // namespace kernel_pytorch::distributed

@@ -31,7 +31,7 @@ std::exception_ptr annotate(const std::string& description, std::exception_ptr e
 MycclWork::MycclWork(
     c10d::OpType type,
     std::string description,
-    c10::Stream comm_stream,
+    std::optional<c10::Stream> comm_stream,
     c10::intrusive_ptr<c10d::Work> transport_work,
     Epilogue epilogue,
     bool complete_in_background)
@@ -43,7 +43,7 @@ MycclWork::MycclWork(
       complete_in_background_(complete_in_background),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()),
-          std::vector<c10::Device>{comm_stream.device()})) {}
+          comm_stream ? std::vector<c10::Device>{comm_stream->device()} : std::vector<c10::Device>{})) {}
 
 void MycclWork::finish() {
   c10::intrusive_ptr<c10d::Work> w;
@@ -74,13 +74,18 @@ void MycclWork::complete(std::exception_ptr transport_error) {
   } else {
     // The epilogue's device work and the future's completion event go on
     // the communication stream, whatever thread the transport finished on.
-    const c10::Stream previous = exchange_current_stream(comm_stream_);
+    std::optional<c10::Stream> previous;
+    if (comm_stream_) {
+      previous = exchange_current_stream(*comm_stream_);
+    }
     try {
       future_->markCompleted(c10::IValue(epilogue_()));
     } catch (...) {
       future_->setError(annotate(description_, std::current_exception()));
     }
-    exchange_current_stream(previous);
+    if (previous) {
+      exchange_current_stream(*previous);
+    }
   }
   epilogue_ = nullptr; // drops the buffers it holds
   transport_work_.reset();

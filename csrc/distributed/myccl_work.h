@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace kernel_pytorch::distributed {
@@ -27,7 +28,7 @@ class MycclWork final : public c10d::Work {
   MycclWork(
       c10d::OpType type,
       std::string description,
-      c10::Stream comm_stream,
+      std::optional<c10::Stream> comm_stream, // none for CPU tensors
       c10::intrusive_ptr<c10d::Work> transport_work,
       Epilogue epilogue,
       bool complete_in_background);
@@ -53,7 +54,7 @@ class MycclWork final : public c10d::Work {
   void complete(std::exception_ptr transport_error);
 
   const std::string description_;
-  const c10::Stream comm_stream_;
+  const std::optional<c10::Stream> comm_stream_;
   c10::intrusive_ptr<c10d::Work> transport_work_;
   Epilogue epilogue_;
   const bool complete_in_background_;
