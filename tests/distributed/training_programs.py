@@ -12,7 +12,7 @@ import kernel_pytorch  # noqa: F401
 
 from collective_programs import device, init
 
-GLOBAL_BATCH = 8
+GLOBAL_BATCH = 12  # divisible by 2, 3 and 4 ranks
 STEPS = 3
 LR = 0.1
 
@@ -120,5 +120,42 @@ def dtensor_basics(rank, world):
         "colwise_matmul": cols.full_tensor().cpu().tolist(),
         "expected_matmul": (a @ b).tolist(),
     }
+    dist.destroy_process_group()
+    return out
+
+
+def _hal_ddp(group, rank, world):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = DDP(make_model().to(group.device))
+    _train(model, make_batches(), group.device, rank, world)
+    return {name.removeprefix("module."): p.detach().cpu().flatten().tolist()
+            for name, p in model.named_parameters()}
+
+
+def hal_mesh_ddp(rank, world):
+    """The HAL's my_asic mesh description launched by its helper; DDP on it."""
+    from kernel_pytorch.distributed_scale.hardware_adapter import HardwareAdapter
+
+    adapter = HardwareAdapter(enable_hal=True)
+    group = adapter.init_process_group(["my_asic"], init_method=os.environ["KP_INIT_METHOD"])
+    out = _hal_ddp(group, rank, world)
+    out["_device"] = str(group.device)
+    out["_backend"] = group.backend
+    out["_mesh"] = [group.device_mesh.device_type, list(group.device_mesh.mesh.shape)]
+    dist.destroy_process_group()
+    return out
+
+
+def heterogeneous_ddp(rank, world):
+    """One job over the HAL's my_asic devices and the CPU: DDP across both kinds of rank."""
+    from kernel_pytorch.distributed_scale.hardware_adapter import HardwareAdapter
+
+    adapter = HardwareAdapter(enable_hal=True)
+    group = adapter.init_process_group(["my_asic", "cpu"], init_method=os.environ["KP_INIT_METHOD"])
+    out = _hal_ddp(group, rank, world)
+    out["_device"] = str(group.device)
+    out["_backend"] = group.backend
+    out["_mesh"] = group.device_mesh
     dist.destroy_process_group()
     return out
