@@ -318,6 +318,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::launch(
     std::vector<at::Tensor> outputs,
     bool collective) {
   exchange->ready();
+  sequence_number_.fetch_add(1);
   c10::intrusive_ptr<c10d::Work> transport_work;
   try {
     transport_work = start();

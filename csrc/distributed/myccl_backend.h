@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <thread>
@@ -39,6 +40,15 @@ class MycclBackend final : public c10d::Backend {
   }
   std::chrono::milliseconds timeout() const {
     return timeout_;
+  }
+
+  // Counts the operations issued on this backend. Every rank creates the
+  // backend together and issues the same operations, so the counts agree
+  // across ranks without a store round trip (ProcessGroupWrapper, i.e.
+  // TORCH_DISTRIBUTED_DEBUG=DETAIL, compares them).
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override {
+    return sequence_number_.load();
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
@@ -95,6 +105,7 @@ class MycclBackend final : public c10d::Backend {
   void run_completions();
 
   std::unique_ptr<Transport> transport_;
+  std::atomic<uint64_t> sequence_number_{0};
   // Collectives complete in issue order on one thread per backend, which
   // waits for the transport and runs myccl's epilogue.
   std::mutex completion_mutex_;

@@ -31,24 +31,25 @@ class RankFailure(AssertionError):
     """A rank exited non-zero, crashed or hung."""
 
 
-def start_ranks(target: str, world_size: int, env: Optional[Dict[str, str]] = None, workdir: Optional[str] = None):
-    """Starts ``world_size`` processes running ``target`` ("module:function"); returns (procs, workdir)."""
-    workdir = workdir or tempfile.mkdtemp(prefix="kp_dist_")
+def start_ranks(target: str, world_size: int, env: Optional[Dict[str, str]] = None,
+                only_ranks: Optional[List[int]] = None):
+    """Starts the ranks (all, or ``only_ranks``) of ``target`` ("module:function"); returns (procs, workdir)."""
+    workdir = tempfile.mkdtemp(prefix="kp_dist_")
     procs = []
-    for rank in range(world_size):
+    for rank in (range(world_size) if only_ranks is None else only_ranks):
         rank_env = {
             "RANK": str(rank),
             "WORLD_SIZE": str(world_size),
             "LOCAL_RANK": str(rank),
             "LOCAL_WORLD_SIZE": str(world_size),
             "KP_INIT_METHOD": "file://" + os.path.join(workdir, "rendezvous"),
-            "KP_RESULT_FILE": os.path.join(workdir, f"rank{rank}.json"),
+            "KP_RESULT_FILE": os.path.join(workdir, f"rank{len(procs)}.json"),
             "OMP_NUM_THREADS": "1",
             **(env or {}),
         }
         environment = subprocess_environment(rank_env)
         environment["PYTHONPATH"] = os.pathsep.join([str(HERE), environment["PYTHONPATH"]])
-        log = open(os.path.join(workdir, f"rank{rank}.log"), "w")
+        log = open(os.path.join(workdir, f"rank{len(procs)}.log"), "w")
         procs.append(
             subprocess.Popen(
                 [sys.executable, str(HERE / "run_rank.py"), target],
@@ -62,7 +63,7 @@ def start_ranks(target: str, world_size: int, env: Optional[Dict[str, str]] = No
 
 
 def wait_ranks(procs, workdir: str, deadline_s: float = DEFAULT_DEADLINE_S, expect_failure: bool = False) -> List[Any]:
-    """Waits for every rank; returns their results (None for a rank without one)."""
+    """Waits for every started rank; returns their results in start order (None for a rank without one)."""
     end = time.monotonic() + deadline_s
     hung = False
     for proc in procs:
