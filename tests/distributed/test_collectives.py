@@ -19,7 +19,10 @@ CONFIGURATIONS = {
 }
 
 
-@pytest.fixture(scope="module", params=list(CONFIGURATIONS))
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(name, marks=pytest.mark.slow) if CONFIGURATIONS[name][0] > 2 else name
+            for name in CONFIGURATIONS])
 def group(request):
     """(world size, per-rank results of every collective) for one configuration."""
     world, env = CONFIGURATIONS[request.param]

@@ -8,6 +8,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from ranks import HERE, run_ranks, subprocess_environment
 
 
@@ -23,6 +25,7 @@ def test_no_arguments_picks_myccl_for_the_my_asic_accelerator():
         assert result["my_asic_backend"] == "MycclBackend"
 
 
+@pytest.mark.slow
 def test_new_group_runs_collectives_on_a_subset():
     results = run_ranks("group_programs:new_group_of_even_ranks", 4, env={"MYASIC_DEVICE_COUNT": "4"})
     for rank, result in enumerate(results):

@@ -22,14 +22,14 @@ def assert_same_parameters(result, reference):
         assert result[name] == pytest.approx(expected, abs=1e-5), name
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_ddp_matches_single_process_training(world, reference):
     results = run_ranks("training_programs:ddp_training", world, env={"MYASIC_DEVICE_COUNT": str(world)})
     for rank, result in enumerate(results):
         assert_same_parameters(result, reference)
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_fsdp2_matches_single_process_training(world, reference):
     results = run_ranks("training_programs:fsdp2_training", world, env={"MYASIC_DEVICE_COUNT": str(world)})
     for rank, result in enumerate(results):
