@@ -76,6 +76,12 @@ def every_collective(rank, world):
     fut = dist.all_reduce(t, async_op=True).get_future()
     out["all_reduce_future_value"] = _list(fut.wait()[0])
 
+    side = torch.my_asic.Stream()
+    with torch.my_asic.stream(side):
+        t = _full(float(rank + 1))
+        dist.all_reduce(t, async_op=True).wait()
+        out["all_reduce_on_a_side_stream"] = _list(t + 1)
+
     t = _full(float(rank * 10))
     dist.broadcast(t, src=world - 1)
     out["broadcast_from_last"] = _list(t)

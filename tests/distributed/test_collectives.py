@@ -15,7 +15,10 @@ CONFIGURATIONS = {
     # name: (world size, environment)
     "2 ranks": (2, {}),
     "4 ranks": (4, {"MYASIC_DEVICE_COUNT": "4"}),
-    "2 ranks, copies (not host addressable)": (2, {"MYASIC_HOST_ADDRESSABLE": "0"}),
+    # A slow simulated link makes the staging copies take milliseconds, so a
+    # result read before its copy back had landed would show.
+    "2 ranks, copies (not host addressable)": (
+        2, {"MYASIC_HOST_ADDRESSABLE": "0", "MYASIC_COPY_BANDWIDTH_GBPS": "0.2"}),
 }
 
 
@@ -79,6 +82,11 @@ def test_all_reduce_of_a_large_tensor(group):
 def test_async_all_reduce_wait_orders_later_device_work(group):
     for rank, world, res in each_rank(group):
         assert res["all_reduce_async_then_compute"] == [world * (world + 1)] * 3
+
+
+def test_wait_orders_a_side_stream_that_is_current(group):
+    for rank, world, res in each_rank(group):
+        assert res["all_reduce_on_a_side_stream"] == [world * (world + 1) / 2 + 1] * 3
 
 
 def test_async_all_reduce_future_yields_the_result(group):
