@@ -335,7 +335,7 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::launch(
   auto work = c10::make_intrusive<MycclWork>(
       type, c10::str(op, " (rank ", getRank(), " of ", getSize(), ", transport ", transport_->name(), ")"),
       exchange->comm_stream(), std::move(transport_work), std::move(epilogue), collective);
-  if (collective) {
+  if (collective && !work->complete_with_transport_future()) {
     enqueue_completion(work);
   }
   return work;

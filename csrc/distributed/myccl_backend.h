@@ -106,8 +106,9 @@ class MycclBackend final : public c10d::Backend {
 
   std::unique_ptr<Transport> transport_;
   std::atomic<uint64_t> sequence_number_{0};
-  // Collectives complete in issue order on one thread per backend, which
-  // waits for the transport and runs myccl's epilogue.
+  // Collectives whose transport Work has no future complete in issue order
+  // on one thread per backend, which waits for the transport and runs
+  // myccl's epilogue (the others complete from the transport's callback).
   std::mutex completion_mutex_;
   std::condition_variable completion_cv_;
   std::deque<c10::intrusive_ptr<MycclWork>> completions_; // guarded by completion_mutex_

@@ -63,6 +63,25 @@ void MycclWork::finish() {
   complete(error);
 }
 
+bool MycclWork::complete_with_transport_future() {
+  c10::intrusive_ptr<c10::ivalue::Future> transport_future;
+  try {
+    transport_future = transport_work_->getFuture();
+  } catch (const c10::Error&) {
+    return false; // e.g. gloo's _reduce_scatter_base
+  }
+  if (!transport_future) {
+    return false;
+  }
+  c10::intrusive_ptr<MycclWork> self = c10::intrusive_ptr<MycclWork>::reclaim_copy(this);
+  // Holds `self` only until the transport finishes (the future then drops
+  // its callbacks), so no reference cycle outlives the operation.
+  transport_future->addCallback([self](c10::ivalue::Future& done) {
+    self->complete(done.hasError() ? done.exception_ptr() : nullptr);
+  });
+  return true;
+}
+
 void MycclWork::complete(std::exception_ptr transport_error) {
   std::lock_guard<std::mutex> lock(completion_mutex_);
   if (completed_) {

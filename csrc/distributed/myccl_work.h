@@ -46,8 +46,14 @@ class MycclWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
   // Waits for the transport, runs the epilogue and completes (or fails) the
-  // future. Collectives: called on the backend's completion thread.
+  // future; idempotent. Called by wait() and, for collectives, by the
+  // backend's completion thread.
   void finish();
+
+  // Completes the work from the transport Work's future callback, on the
+  // transport's own thread (no extra thread hop). False when the transport
+  // Work has no future; the backend's completion thread finishes it then.
+  bool complete_with_transport_future();
 
  private:
   // Runs the epilogue and completes (or fails) the future; idempotent.
