@@ -29,6 +29,13 @@ def test_ddp_matches_single_process_training(world, reference):
         assert_same_parameters(result, reference)
 
 
+def test_ddp_matches_single_process_training_through_staging_copies(reference):
+    # Device memory the host cannot address: gradients move through runtime copies.
+    results = run_ranks("training_programs:ddp_training", 2, env={"MYASIC_HOST_ADDRESSABLE": "0"})
+    for result in results:
+        assert_same_parameters(result, reference)
+
+
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_fsdp2_matches_single_process_training(world, reference):
     results = run_ranks("training_programs:fsdp2_training", world, env={"MYASIC_DEVICE_COUNT": str(world)})
