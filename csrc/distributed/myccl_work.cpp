@@ -45,7 +45,7 @@ MycclWork::MycclWork(
           c10::ListType::create(c10::TensorType::get()),
           comm_stream ? std::vector<c10::Device>{comm_stream->device()} : std::vector<c10::Device>{})) {}
 
-void MycclWork::finish() {
+void MycclWork::finish(std::chrono::milliseconds timeout) {
   c10::intrusive_ptr<c10d::Work> w;
   {
     std::lock_guard<std::mutex> lock(completion_mutex_);
@@ -56,7 +56,7 @@ void MycclWork::finish() {
   }
   std::exception_ptr error;
   try {
-    w->wait();
+    w->wait(timeout);
   } catch (...) {
     error = std::current_exception();
   }
@@ -137,7 +137,7 @@ std::exception_ptr MycclWork::exception() const {
 
 bool MycclWork::wait(std::chrono::milliseconds timeout) {
   if (!complete_in_background_) {
-    finish(); // point-to-point: completes on the waiting thread, as gloo's do
+    finish(timeout); // point-to-point: completes on the waiting thread, as gloo's do
   } else if (timeout != kNoTimeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!future_->completed()) {

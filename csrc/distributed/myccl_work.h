@@ -48,7 +48,7 @@ class MycclWork final : public c10d::Work {
   // Waits for the transport, runs the epilogue and completes (or fails) the
   // future; idempotent. Called by wait() and, for collectives, by the
   // backend's completion thread.
-  void finish();
+  void finish(std::chrono::milliseconds timeout = kNoTimeout);
 
   // Completes the work from the transport Work's future callback, on the
   // transport's own thread (no extra thread hop). False when the transport
