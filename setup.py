@@ -62,6 +62,7 @@ RUNTIME_SOURCES = sorted(glob.glob(os.path.join("csrc", "runtime", "myasic", "*.
 EXTENSION_SOURCES = (
     sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "ops", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "distributed", "*.cpp")))
     + KERNEL_SOURCES
 )
 CUDA_SOURCES = sorted(glob.glob(os.path.join("csrc", "ops", "cuda", "*.cpp"))) + sorted(

@@ -74,7 +74,10 @@ else:
     _EXTENSION_PROBLEM = None
     from kernel_pytorch.asic.registration import register_device as _register_device  # noqa: E402
 
-    _register_device()
+    if _register_device():
+        from kernel_pytorch.asic.distributed import register_myccl as _register_myccl
+
+        _register_myccl()
 
 
 def enable_my_asic() -> None:

@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "cpu_fallback.h"
+#include "distributed/python_bindings.h"
 #include "device_allocator.h"
 #include "generator.h"
 #include "host_view.h"
@@ -70,6 +71,7 @@ FallbackMode parse_mode(const std::string& mode) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   using namespace kernel_pytorch;
   m.doc() = "kernel_pytorch C++ extension: the my_asic PrivateUse1 device";
+  kernel_pytorch::distributed::register_bindings(m);
 
   m.def("_set_runtime", &set_runtime_config, py::arg("library_path"), py::arg("options"));
   m.def("_runtime_library", &runtime_library_path);

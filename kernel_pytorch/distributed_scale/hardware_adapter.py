@@ -223,6 +223,25 @@ class HardwareAdapter:
         """:func:`~kernel_pytorch.hardware_abstraction.placement.device_mesh_description` over this adapter's devices."""
         return device_mesh_description(self.devices, mesh_dim_names)
 
+    def init_process_group(self, device_types: Optional[Sequence[str]] = None, **kwargs):
+        """Joins a process group over this adapter's devices of ``device_types`` (default: all).
+
+        :func:`~kernel_pytorch.hardware_abstraction.process_groups.init_process_group_from_mesh`
+        over :meth:`device_mesh_description`, keeping the meshes of the given
+        torch device types; keyword arguments go to it (rank, world_size,
+        init_method, timeout). Returns its ``MeshProcessGroup``.
+        """
+        from kernel_pytorch.hardware_abstraction.process_groups import init_process_group_from_mesh
+
+        meshes = self.device_mesh_description()
+        if device_types is not None:
+            missing = set(device_types) - {m.device_type for m in meshes}
+            if missing:
+                raise ValueError(
+                    f"no {sorted(missing)} devices here; this adapter has {[m.device_type for m in meshes]}")
+            meshes = [m for m in meshes if m.device_type in device_types]
+        return init_process_group_from_mesh(meshes, **kwargs)
+
     # ------------------------------------------------------------------ legacy mode
 
     def get_optimal_device_placement(self, memory_gb: float, compute_tflops: float = 0.0) -> List[torch.device]:

@@ -41,6 +41,8 @@ _LAZY_EXPORTS: Dict[str, str] = {
     "theoretical_peak_tflops": "peak_flops",
     "select_device": "selection",
     "explain_selection": "selection",
+    "init_process_group_from_mesh": "process_groups",
+    "process_group_backend_string": "process_groups",
 }
 
 __all__ = [

@@ -43,15 +43,35 @@ __all__ = [
     "StageAssignment",
     "MeshDescription",
     "PROCESS_GROUP_BACKENDS",
+    "process_group_backend_for",
     "capability_score",
     "place_workload",
     "place_model_stages",
     "device_mesh_description",
 ]
 
-#: torch device type -> torch.distributed backend that runs collectives on it.
-#: Types not listed (e.g. my_asic) need their extension's own backend name.
-PROCESS_GROUP_BACKENDS: Dict[str, str] = {"cuda": "nccl", "xpu": "xccl", "cpu": "gloo", "mps": "gloo"}
+#: torch device type -> torch.distributed backend that runs collectives on it
+#: (my_asic: kernel_pytorch's myccl). Other out-of-tree devices are looked up in
+#: ``torch.distributed.Backend.default_device_backend_map``, where their
+#: extension's ``register_backend(..., devices=[...])`` put them.
+PROCESS_GROUP_BACKENDS: Dict[str, str] = {
+    "cuda": "nccl",
+    "xpu": "xccl",
+    "cpu": "gloo",
+    "mps": "gloo",
+    "my_asic": "myccl",
+}
+
+
+def process_group_backend_for(device_type: str) -> Optional[str]:
+    """The ``torch.distributed`` backend for ``device_type``; None when none is known."""
+    if device_type in PROCESS_GROUP_BACKENDS:
+        return PROCESS_GROUP_BACKENDS[device_type]
+    import torch.distributed as dist
+
+    if dist.is_available():
+        return dist.Backend.default_device_backend_map.get(device_type)
+    return None
 
 
 @dataclass(frozen=True)
@@ -304,7 +324,7 @@ def device_mesh_description(
                 mesh_shape=(len(specs),),
                 mesh_dim_names=tuple(mesh_dim_names),
                 devices=tuple(specs),
-                process_group_backend=PROCESS_GROUP_BACKENDS.get(device_type),
+                process_group_backend=process_group_backend_for(device_type),
             )
         )
     return meshes

@@ -1,0 +1,29 @@
+// Python side of myccl: kernel_pytorch._C._distributed. Thin wrappers only;
+// kernel_pytorch/distributed/myccl.py registers the backend with
+// torch.distributed.
+#include "python_bindings.h"
+
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "gloo_transport.h"
+#include "myccl_backend.h"
+
+namespace kernel_pytorch::distributed {
+
+void register_bindings(pybind11::module& parent) {
+  namespace py = pybind11;
+  auto m = parent.def_submodule("_distributed", "myccl, the torch.distributed backend of my_asic");
+  py::class_<MycclBackend, c10d::Backend, c10::intrusive_ptr<MycclBackend>>(m, "MycclBackend")
+      .def_property_readonly("transport", &MycclBackend::transport_name)
+      .def_property_readonly("timeout", &MycclBackend::timeout);
+  m.def(
+      "_create_myccl_over_gloo",
+      [](const c10::intrusive_ptr<c10d::Backend>& gloo, int rank, int size, std::chrono::milliseconds timeout) {
+        return c10::make_intrusive<MycclBackend>(rank, size, make_gloo_transport(gloo), timeout);
+      },
+      py::arg("gloo"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::call_guard<py::gil_scoped_release>());
+}
+
+} // namespace kernel_pytorch::distributed

@@ -1,0 +1,67 @@
+"""myccl: the ``torch.distributed`` backend for my_asic tensors.
+
+``import kernel_pytorch`` registers it, so process groups are written as for
+any device::
+
+    dist.init_process_group("cpu:gloo,my_asic:myccl")           # CPU and my_asic tensors
+    dist.init_process_group(device_id=torch.device("my_asic", local_rank))  # myccl picked for my_asic
+
+The collectives are implemented in C++ (csrc/distributed, a ``c10d::Backend``);
+their transport is PyTorch's own gloo, working on host aliases of device
+memory when the runtime reports it host addressable and on staging copies
+otherwise. docs/distributed.md describes the transport interface a chip team
+replaces with its own collective library.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import torch
+
+BACKEND_NAME = "myccl"
+DEVICE_TYPE = "my_asic"
+
+__all__ = ["BACKEND_NAME", "register_myccl", "is_myccl_registered"]
+
+
+def _create_myccl(dist_options, backend_options=None):
+    """``register_backend`` creator (extended API): one myccl backend per process group.
+
+    Builds a gloo backend on a store prefix of its own (so it never meets
+    other backends' keys) and wraps it as myccl's transport.
+    """
+    from torch.distributed import PrefixStore, ProcessGroupGloo
+
+    from kernel_pytorch import _C
+
+    timeout = dist_options.timeout
+    if not isinstance(timeout, timedelta):
+        timeout = timedelta(seconds=float(timeout))
+    rank, size = dist_options.group_rank, dist_options.group_size
+    store = PrefixStore(f"{BACKEND_NAME}/gloo/", dist_options.store)
+    gloo = ProcessGroupGloo(store, rank, size, timeout)
+    return _C._distributed._create_myccl_over_gloo(gloo, rank, size, timeout)
+
+
+def is_myccl_registered() -> bool:
+    """Whether ``torch.distributed`` knows the ``myccl`` backend."""
+    import torch.distributed as dist
+
+    return dist.is_available() and hasattr(dist.Backend, BACKEND_NAME.upper())
+
+
+def register_myccl() -> bool:
+    """Registers ``myccl`` as the ``torch.distributed`` backend of my_asic (idempotent).
+
+    Returns False (and registers nothing) when this torch build has no
+    ``torch.distributed`` or no gloo.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        return False
+    if is_myccl_registered():
+        return True
+    dist.Backend.register_backend(BACKEND_NAME, _create_myccl, extended_api=True, devices=[DEVICE_TYPE])
+    return True
