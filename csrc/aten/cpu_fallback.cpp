@@ -342,13 +342,16 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
 }
 
-// convolution and convolution_backward have CompositeExplicitAutograd kernels
-// that pick a backend by device type and, for PrivateUse1, call
-// convolution_overrideable, which no backend implements on the CPU. Sending
-// the whole op to the fallback runs the CPU convolution instead.
+// CompositeExplicitAutograd kernels that do not work for PrivateUse1, sent
+// whole to the fallback so the CPU kernel runs instead:
+// - convolution and convolution_backward pick a backend by device type and,
+//   for PrivateUse1, call convolution_overrideable, which no backend
+//   implements on the CPU;
+// - conj_physical_ calls its DispatchStub directly, which has no my_asic entry.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
   m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
+  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
 }
 
 } // namespace kernel_pytorch
