@@ -3,6 +3,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "autograd_exit.h"
 #include "cpu_fallback.h"
 #include "device_allocator.h"
 #include "generator.h"
@@ -109,6 +110,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     exchange_current_stream(c10::Stream(
         c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
   });
+  m.def("_drain_autograd_device_threads", &drain_autograd_device_threads,
+        py::call_guard<py::gil_scoped_release>());
   m.def("_fallback_stats", [] {
     py::dict d;
     for (const auto& [name, count] : fallback_stats()) {

@@ -89,6 +89,9 @@ def register_device(force: bool = False) -> bool:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+    from kernel_pytorch.asic._exit import register_exit_hook
+
+    register_exit_hook()
     if not _C._runtime_library():
         # The default runtime; register_custom_device may still replace it.
         _C._set_runtime(os.environ.get("MY_ASIC_RUNTIME", BUNDLED_RUNTIME), "")
