@@ -79,3 +79,27 @@ def test_optimizer_state_round_trips_on_device():
     exp_avg = loaded["state"][0]["exp_avg"]
     assert exp_avg.device.type == "my_asic"
     assert torch.equal(exp_avg.cpu(), optimizer.state[param]["exp_avg"].cpu())
+
+
+def test_backend_metadata_is_kept_on_the_tensor():
+    t = torch.ones(3, device="my_asic")
+    torch._utils.set_tensor_metadata(t, {"my_asic_nz_format": True})
+    assert torch._utils.get_tensor_metadata(t) == {"my_asic_nz_format": True}
+
+
+def test_backend_metadata_survives_save_and_load():
+    t = torch.ones(3, device="my_asic:1")
+    torch._utils.set_tensor_metadata(t, {"my_asic_nz_format": True, "my_asic_compressed": False})
+    loaded = _round_trip(t)
+    assert loaded.device == torch.device("my_asic:1")
+    assert torch._utils.get_tensor_metadata(loaded) == {"my_asic_nz_format": True, "my_asic_compressed": False}
+
+
+def test_backend_metadata_is_dropped_when_loading_onto_cpu():
+    t = torch.ones(3, device="my_asic")
+    torch._utils.set_tensor_metadata(t, {"my_asic_nz_format": True})
+    assert torch._utils.get_tensor_metadata(_round_trip(t, map_location="cpu")) == {}
+
+
+def test_tensor_without_backend_metadata_has_none():
+    assert torch._utils.get_tensor_metadata(_round_trip(torch.ones(3, device="my_asic"))) == {}
