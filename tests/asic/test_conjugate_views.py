@@ -70,3 +70,16 @@ got = torch.fft.{fn}(r.to("my_asic"))
 print(got.device.type, torch.allclose(got.cpu(), torch.fft.{fn}(r), atol=1e-5))
 """
     assert run_case(body, mode) == "my_asic True"
+
+
+def test_matmul_with_conjugate_transpose_matches_cpu(mode):
+    # mm takes conj views as they are; the fallback's host alias must keep the bit.
+    body = """
+y = torch.randn(4, 4, dtype=torch.complex64)
+dy = y.to("my_asic")
+print(torch.allclose((dy.mH @ dy).cpu(), y.mH @ y, atol=1e-5),
+      torch.allclose((dy.conj() @ dy).cpu(), y.conj() @ y, atol=1e-5),
+      torch.allclose((torch._neg_view(dy) @ dy).cpu(), torch._neg_view(y) @ y, atol=1e-5),
+      torch.allclose(torch.vdot(dy[0], dy[1]).cpu(), torch.vdot(y[0], y[1]), atol=1e-5))
+"""
+    assert run_case(body, mode) == "True True True True"
