@@ -168,11 +168,17 @@ def main(argv=None):
         else:
             # Samples are made on my_asic and copied to the CPU, as PyTorch's
             # test_compare_cpu does, so factory ops get device="my_asic".
-            samples = list(op.sample_inputs(DEVICE, dtype, requires_grad=False))[: args.samples]
-            result["forward"] = outcome(check_forward, op, samples, values)
-            if args.backward and op.supports_autograd and dtype.is_floating_point:
+            def forward():
+                samples = list(op.sample_inputs(DEVICE, dtype, requires_grad=False))[: args.samples]
+                check_forward(op, samples, values)
+
+            def backward():
                 grad_samples = list(op.sample_inputs(DEVICE, dtype, requires_grad=True))[: args.samples]
-                result["backward"] = outcome(check_backward, op, grad_samples, values)
+                check_backward(op, grad_samples, values)
+
+            result["forward"] = outcome(forward)
+            if args.backward and op.supports_autograd and dtype.is_floating_point:
+                result["backward"] = outcome(backward)
             else:
                 result["backward"] = "skip: no autograd"
         print(json.dumps(result), flush=True)
