@@ -123,7 +123,7 @@ def test_whole_op_db_float32(mode, capsys):
     with capsys.disabled():
         print(f"\nop_db float32 ({mode}): forward {forward[0]}/{forward[1]} pass, {forward[2]} crashes; "
               f"backward {backward[0]}/{backward[1]} pass, {backward[2]} crashes")
-        for op, phase, result in failures(results):
+        for op, phase, result in failures(results, mode):
             print(f"  {op} [{phase}]: {result}")
     assert forward[2] == 0 and backward[2] == 0
     assert failures(results, mode) == []
