@@ -6,6 +6,7 @@
 // allows it. non_blocking=True returns before the copy ends only when the
 // host side is pinned memory, as in CUDA.
 #include <ATen/ATen.h>
+#include <ATen/ops/copy_native.h>
 #include <torch/library.h>
 
 #include "device_allocator.h"
@@ -161,9 +162,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (src.sizes() != dst.sizes()) {
     src = src.expand(dst.sizes());
   }
-  if (src.is_conj() || src.is_neg()) {
-    src = src.resolve_conj().resolve_neg();
-  }
+  // copy_ (below) strips the conjugate/negative bits before calling us.
+  TORCH_INTERNAL_ASSERT(
+      !src.is_conj() && !src.is_neg() && !dst.is_conj() && !dst.is_neg(),
+      "my_asic: _copy_from reached with a conjugate or negative view");
   if (is_device(src) && is_device(dst)) {
     device_to_device(src, dst, non_blocking);
   } else if (is_device(dst)) {
@@ -176,6 +178,46 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     device_to_host(src, dst, non_blocking);
   }
   return dst;
+}
+
+// A view of t's bytes without its conjugate/negative bit (same storage,
+// sizes, strides, offset), so the bytes can be moved as they are.
+at::Tensor physical_alias(const at::Tensor& t) {
+  const auto key = is_device(t) ? c10::DispatchKey::PrivateUse1 : c10::DispatchKey::CPU;
+  auto alias = at::detail::make_tensor<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(t.storage()), c10::DispatchKeySet(key), t.dtype());
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return alias;
+}
+
+// Tensor.copy_ when either side is on my_asic.
+//
+// Conjugate and negative views must not reach _copy_from: the Conjugate
+// key's fallback would materialise them with clone(), whose copy_ calls
+// _copy_from with the same view again (endless recursion, a SIGSEGV). CUDA
+// never meets this because copy_ handles it without _copy_from. So the bytes
+// are copied as they are and the destination fixed up where it lives:
+// logical(dst) = logical(src) needs phys(dst) = conj^(cs^cd) neg^(ns^nd) phys(src).
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  const bool bits = self.is_conj() || self.is_neg() || src.is_conj() || src.is_neg();
+  const auto plain = [](const at::Tensor& t) { return t.device().is_cpu() || is_device(t); };
+  if (!bits || !plain(self) || !plain(src)) {
+    if (bits) {
+      // Another device on one side: copy_from rejects the pair with a clear error.
+      return at::native::copy_(self, src.resolve_conj().resolve_neg(), non_blocking);
+    }
+    return at::native::copy_(self, src, non_blocking);
+  }
+  at::Tensor dst = physical_alias(self);
+  // Synchronous: the fix-up below runs on the copied bytes.
+  at::native::copy_(dst, physical_alias(src), /*non_blocking=*/false);
+  if (self.is_conj() != src.is_conj() && dst.is_complex()) {
+    dst.conj_physical_();
+  }
+  if (self.is_neg() != src.is_neg()) {
+    dst.neg_();
+  }
+  return self;
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
@@ -197,6 +239,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("copy_", &copy_);
   m.impl("_copy_from", &copy_from);
   m.impl("_copy_from_and_resize", &copy_from_and_resize);
   m.impl("_local_scalar_dense", &local_scalar_dense);

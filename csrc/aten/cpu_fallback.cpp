@@ -274,9 +274,32 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t begin = stack->size() - schema.arguments().size();
   const c10::DeviceIndex device = call_device(schema, stack, begin);
+  // The op targets my_asic through a tensor argument or a device= argument
+  // (factories such as _efficientzerotensor).
+  bool has_device_tensor = false;
+  for (size_t i = begin; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    has_device_tensor = has_device_tensor || (v.isTensor() && is_device_tensor(v.toTensor())) ||
+        (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1);
+  }
   wait_current_stream(device);
   rewrite_generators_and_devices(schema, stack, begin, device);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
+  if (!has_device_tensor) {
+    return;
+  }
+  // cpu_fallback sends results to the device of the first tensor argument;
+  // when that is a CPU scalar (where(cond, 0.0-tensor, x), say) they stay on
+  // the CPU. An op with my_asic inputs returns my_asic tensors, as in the
+  // host-addressable path.
+  const size_t rbegin = stack->size() - schema.returns().size();
+  for (size_t i = rbegin; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu() &&
+        v.toTensor().layout() == c10::kStrided) {
+      v = c10::IValue(v.toTensor().to(c10::Device(c10::DeviceType::PrivateUse1, device)));
+    }
+  }
 }
 
 } // namespace
@@ -346,13 +369,16 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
 }
 
-// convolution and convolution_backward have CompositeExplicitAutograd kernels
-// that pick a backend by device type and, for PrivateUse1, call
-// convolution_overrideable, which no backend implements on the CPU. Sending
-// the whole op to the fallback runs the CPU convolution instead.
+// CompositeExplicitAutograd kernels that do not work for PrivateUse1, sent
+// whole to the fallback so the CPU kernel runs instead:
+// - convolution and convolution_backward pick a backend by device type and,
+//   for PrivateUse1, call convolution_overrideable, which no backend
+//   implements on the CPU;
+// - conj_physical_ calls its DispatchStub directly, which has no my_asic entry.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
   m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
+  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
 }
 
 } // namespace kernel_pytorch

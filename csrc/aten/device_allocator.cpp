@@ -82,11 +82,14 @@ class Impl {
     }
     block->requested = requested;
     p.active.emplace(block->ptr, block);
-    for_both(p.stats.allocation, size, [](auto& s) { s.increase(1); });
-    for_both(p.stats.active, size, [](auto& s) { s.increase(1); });
-    for_both(p.stats.allocated_bytes, size, [&](auto& s) { s.increase(size); });
-    for_both(p.stats.active_bytes, size, [&](auto& s) { s.increase(size); });
-    for_both(p.stats.requested_bytes, size, [&](auto& s) { s.increase(requested); });
+    // Count the block actually handed out (a cached one may be larger than
+    // the rounded request): free() subtracts exactly this.
+    const size_t got = block->size;
+    for_both(p.stats.allocation, got, [](auto& s) { s.increase(1); });
+    for_both(p.stats.active, got, [](auto& s) { s.increase(1); });
+    for_both(p.stats.allocated_bytes, got, [&](auto& s) { s.increase(got); });
+    for_both(p.stats.active_bytes, got, [&](auto& s) { s.increase(got); });
+    for_both(p.stats.requested_bytes, got, [&](auto& s) { s.increase(requested); });
     return block;
   }
 

@@ -73,6 +73,23 @@ struct MyAsicGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return device_count_noexcept();
   }
 
+  // torch.accelerator.get_device_capability(). kpdrDeviceProperties carries
+  // no dtype restrictions (a kernel a device lacks runs on the CPU fallback),
+  // so an existing device supports the scalar types the CPU reports, less the
+  // quantized ones: quantized tensors need QuantizedPrivateUse1 kernels,
+  // which kernel_pytorch does not provide.
+  c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
+    check_device_index(index_or_current(d));
+    c10::DeviceCapability cap;
+    auto& types = cap.capability_data.supported_scalar_types;
+    types.has_QInt8 = 0;
+    types.has_QUInt8 = 0;
+    types.has_QInt32 = 0;
+    types.has_QUInt4x2 = 0;
+    types.has_QUInt2x4 = 0;
+    return cap;
+  }
+
   // --- events: `void*` holds a kpdrEvent_t created on first record.
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
     if (event == nullptr || !runtime_initialized()) {

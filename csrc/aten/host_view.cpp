@@ -71,6 +71,11 @@ at::Tensor wrap(c10::Storage storage, c10::DispatchKey key, const at::Tensor& li
   auto t = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(key), like.dtype());
   t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  // Conjugate and negative views keep their bit: ops such as mm take them
+  // as they are (the Conjugate key lets them through), so dropping the bit
+  // would compute with the unconjugated values.
+  t._set_conj(like.is_conj());
+  t._set_neg(like.is_neg());
   return t;
 }
 

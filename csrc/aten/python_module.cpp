@@ -3,6 +3,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "autograd_exit.h"
 #include "cpu_fallback.h"
 #include "distributed/python_bindings.h"
 #include "device_allocator.h"
@@ -58,6 +59,16 @@ py::tuple stream_tuple(const c10::Stream& s) {
       s.id(), static_cast<int>(s.device_index()), static_cast<int>(s.device_type()));
 }
 
+// A device index from Python, checked before it is narrowed to
+// c10::DeviceIndex (int8), where 256 would silently become device 0.
+c10::DeviceIndex device_arg(int64_t index) {
+  const int64_t count = device_count();
+  TORCH_CHECK_INDEX(
+      index >= 0 && index < count, "my_asic: invalid device index ", index, ": this process has ", count,
+      " my_asic device(s) (valid indices 0..", count - 1, "). Check torch.my_asic.device_count().");
+  return static_cast<c10::DeviceIndex>(index);
+}
+
 FallbackMode parse_mode(const std::string& mode) {
   if (mode == "allow") return FallbackMode::kAllow;
   if (mode == "warn") return FallbackMode::kWarn;
@@ -85,33 +96,35 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_in_bad_fork", &in_bad_fork);
   m.def("_device_count", [] { return static_cast<int>(device_count_noexcept()); });
   m.def("_get_device", [] { return static_cast<int>(current_device()); });
-  m.def("_set_device", [](int i) { set_current_device(static_cast<c10::DeviceIndex>(i)); });
-  m.def("_get_device_properties", [](int i) { return device_properties_dict(i); });
-  m.def("_synchronize", [](int i) {
-    check_device_index(i);
+  m.def("_set_device", [](int64_t i) { set_current_device(device_arg(i)); });
+  m.def("_get_device_properties", [](int64_t i) { return device_properties_dict(device_arg(i)); });
+  m.def("_synchronize", [](int64_t i) {
+    const auto d = device_arg(i);
     py::gil_scoped_release no_gil;
-    KPDR_CHECK(rt().DeviceSynchronize(i));
+    KPDR_CHECK(rt().DeviceSynchronize(d));
   });
-  m.def("_mem_get_info", [](int i) { return device_allocator().getMemoryInfo(i); });
-  m.def("_memory_stats", [](int i) { return memory_stats_dict(i); });
-  m.def("_reset_peak_memory_stats", [](int i) { device_allocator().resetPeakStats(i); });
-  m.def("_reset_accumulated_memory_stats", [](int i) { device_allocator().resetAccumulatedStats(i); });
+  m.def("_mem_get_info", [](int64_t i) { return device_allocator().getMemoryInfo(device_arg(i)); });
+  m.def("_memory_stats", [](int64_t i) { return memory_stats_dict(device_arg(i)); });
+  m.def("_reset_peak_memory_stats", [](int64_t i) { device_allocator().resetPeakStats(device_arg(i)); });
+  m.def("_reset_accumulated_memory_stats", [](int64_t i) { device_allocator().resetAccumulatedStats(device_arg(i)); });
   m.def("_empty_cache", [] { device_allocator().emptyCache(); });
-  m.def("_set_memory_fraction", [](double f, int i) { device_allocator().setMemoryFraction(f, i); });
-  m.def("_get_memory_fraction", [](int i) { return device_allocator().getMemoryFraction(i); });
-  m.def("_get_default_generator", [](int i) {
-    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(i)));
+  m.def("_set_memory_fraction", [](double f, int64_t i) { device_allocator().setMemoryFraction(f, device_arg(i)); });
+  m.def("_get_memory_fraction", [](int64_t i) { return device_allocator().getMemoryFraction(device_arg(i)); });
+  m.def("_get_default_generator", [](int64_t i) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device_arg(i))));
   });
-  m.def("_current_stream", [](int i) { return stream_tuple(current_stream(i)); });
-  m.def("_default_stream", [](int i) { return stream_tuple(default_stream(i)); });
-  m.def("_stream_priority", [](int64_t id, int device) {
+  m.def("_current_stream", [](int64_t i) { return stream_tuple(current_stream(device_arg(i))); });
+  m.def("_default_stream", [](int64_t i) { return stream_tuple(default_stream(device_arg(i))); });
+  m.def("_stream_priority", [](int64_t id, int64_t device) {
     return stream_priority(c10::Stream(
-        c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
+        c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device_arg(device)), id));
   });
-  m.def("_set_stream", [](int64_t id, int device) {
+  m.def("_set_stream", [](int64_t id, int64_t device) {
     exchange_current_stream(c10::Stream(
-        c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device), id));
+        c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device_arg(device)), id));
   });
+  m.def("_drain_autograd_device_threads", &drain_autograd_device_threads,
+        py::call_guard<py::gil_scoped_release>());
   m.def("_fallback_stats", [] {
     py::dict d;
     for (const auto& [name, count] : fallback_stats()) {

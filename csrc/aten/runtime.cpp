@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct RuntimeState {
   std::vector<kpdrDeviceProperties> props;
   bool host_addressable = true;
   kpdrKernelTable kernels{};
+  // Set when the checks after a successful kpdrInit fail: the runtime cannot
+  // be initialised twice, so later calls repeat this instead of retrying.
+  std::string failed_after_init;
 };
 
 RuntimeState& state() {
@@ -65,6 +69,7 @@ kpdrKernelTable load_kernels(void* handle, const std::string& path) {
   table.struct_size = sizeof(kpdrKernelTable);
   return table;
 }
+void check_devices_locked(RuntimeState& s, const RuntimeApi& api);
 
 void load_locked(RuntimeState& s) {
   TORCH_CHECK(
@@ -123,12 +128,25 @@ void load_locked(RuntimeState& s) {
         api.GetErrorString(err), "): ", detail ? detail : "", ". Options were '",
         s.options, "'.");
   }
+  try {
+    check_devices_locked(s, api);
+  } catch (const c10::Error& e) {
+    s.failed_after_init = e.what_without_backtrace();
+    throw;
+  }
+}
+
+// After kpdrInit: device count and properties.
+void check_devices_locked(RuntimeState& s, const RuntimeApi& api) {
+  const auto& p = s.library_path;
   int count = 0;
-  err = api.GetDeviceCount(&count);
+  kpdrError_t err = api.GetDeviceCount(&count);
+  // Device indices are c10::DeviceIndex (int8): 127 devices at most.
+  constexpr int kMaxDevices = std::numeric_limits<c10::DeviceIndex>::max();
   TORCH_CHECK(
-      err == KPDR_SUCCESS && count >= 0 && count < 64,
+      err == KPDR_SUCCESS && count >= 0 && count <= kMaxDevices,
       "my_asic: the device runtime '", p, "' reported an invalid device count (",
-      count, ").");
+      count, "); PyTorch supports 0 to ", kMaxDevices, " devices of a type.");
   std::vector<kpdrDeviceProperties> props(count);
   bool addressable = true;
   for (int i = 0; i < count; ++i) {
@@ -198,6 +216,10 @@ const RuntimeApi& rt() {
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.initialized.load()) {
+    TORCH_CHECK(
+        s.failed_after_init.empty(), s.failed_after_init,
+        " (The runtime was initialised before this failure and cannot be initialised again: "
+        "fix the cause and start a new process.)");
     load_locked(s);
   }
   return s.api;

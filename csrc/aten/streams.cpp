@@ -83,6 +83,11 @@ c10::Stream exchange_current_stream(const c10::Stream& stream) {
 }
 
 c10::Stream stream_from_pool(c10::DeviceIndex device, int priority) {
+  // As torch.cuda: 0 is normal, negative is higher; below the highest
+  // priority a device has (-1 here) is clamped to it.
+  TORCH_CHECK_VALUE(
+      priority <= 0, "Expected my_asic stream priority to be less than or equal to 0, got ", priority,
+      " (0 is normal priority, negative numbers are higher, as for torch.cuda.Stream).");
   auto& ds = streams_of(device);
   if (priority < 0) {
     const auto n = ds.next_high.fetch_add(1) % kStreamPoolSize;

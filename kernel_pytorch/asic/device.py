@@ -45,15 +45,37 @@ def device_count() -> int:
     return _C._device_count()
 
 
+# torch.device and the C++ API hold device indices as int8.
+_MAX_DEVICE_INDEX = 127
+
+
+def _checked_index(index: int) -> int:
+    """``index`` if it fits a device index, else IndexError (never a wrapped value)."""
+    if 0 <= index <= _MAX_DEVICE_INDEX:
+        return index
+    count = device_count()
+    raise IndexError(
+        f"my_asic: invalid device index {index}: this process has {count} my_asic device(s) "
+        f"(valid indices 0..{count - 1}). Check torch.my_asic.device_count()."
+    )
+
+
 def _device_index(device: _DeviceLike, optional: bool = True) -> int:
-    """Normalises ``device`` to an index; ``None`` means the current device."""
+    """Normalises ``device`` to an index; ``None`` means the current device.
+
+    Ints and ``"my_asic:N"`` strings are range-checked here, before anything
+    narrows them to int8 (``torch.device("my_asic:256")`` is ``my_asic:0``).
+    """
     if device is None:
         if not optional:
             raise ValueError("a my_asic device is required")
         return current_device()
-    if isinstance(device, int):
-        return device
+    if isinstance(device, int) and not isinstance(device, bool):
+        return _checked_index(device)
     if isinstance(device, str):
+        kind, colon, index = device.partition(":")
+        if kind == "my_asic" and colon and index.isdigit():
+            return _checked_index(int(index))
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "my_asic":

@@ -48,6 +48,19 @@ def other_accelerator() -> Optional[str]:
     return None if device_type is None else device_type.type
 
 
+def _allow_on_uninitialized_parameters(method) -> None:
+    """Lets ``Tensor.my_asic()`` run on a lazy module's UninitializedParameter.
+
+    UninitializedParameter refuses every torch function but a list of
+    device/dtype moves (Tensor.cuda, .cpu, .to, ...), so
+    ``LazyLinear(3).my_asic()`` would fail where ``.cuda()`` works. Moving it
+    keeps it uninitialised, as for CUDA.
+    """
+    allowed = torch.nn.parameter.UninitializedTensorMixin._allowed_methods
+    if method not in allowed:
+        allowed.append(method)
+
+
 def register_device(force: bool = False) -> bool:
     """Makes my_asic a full torch device: name, module, Tensor/Module methods.
 
@@ -92,6 +105,10 @@ def register_device(force: bool = False) -> bool:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+        _allow_on_uninitialized_parameters(getattr(torch.Tensor, DEVICE_NAME))
+    from kernel_pytorch.asic._exit import register_exit_hook
+
+    register_exit_hook()
     if not _C._runtime_library():
         # The default runtime; register_custom_device may still replace it.
         _C._set_runtime(os.environ.get("MY_ASIC_RUNTIME", BUNDLED_RUNTIME), "")

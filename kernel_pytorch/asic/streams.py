@@ -88,6 +88,13 @@ def set_stream(stream: torch.Stream) -> None:
     """Makes ``stream`` current on its device for the calling thread."""
     if stream is None:
         return
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(
+            f"torch.my_asic.set_stream expects a stream (torch.my_asic.Stream or torch.Stream), got "
+            f"{type(stream).__name__}; create one with torch.my_asic.Stream()."
+        )
+    if stream.device.type != "my_asic":
+        raise ValueError(f"torch.my_asic.set_stream expects a my_asic stream, got one on {stream.device}")
     _lazy_init()
     _C._set_stream(stream.stream_id, stream.device_index)
 

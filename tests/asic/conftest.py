@@ -42,7 +42,15 @@ _RUNS_WITHOUT_DEVICE = {"test_accelerator_coexistence.py", "test_custom_device.p
 
 def pytest_collection_modifyitems(config, items):
     """Where automatic registration stepped aside for another accelerator (a GPU
-    machine), the in-process device tests skip and say how to run them."""
+    machine), the in-process device tests skip and say how to run them.
+
+    Tests marked slow (the whole op_db sweep, 100-run exit loops) run only
+    when asked for: ``pytest -m slow``."""
+    if "slow" not in (config.getoption("markexpr") or ""):
+        skip_slow = pytest.mark.skip(reason="slow: run with -m slow")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip_slow)
     if hasattr(torch, "my_asic"):
         return
     skip = pytest.mark.skip(

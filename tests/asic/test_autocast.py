@@ -77,3 +77,29 @@ def test_autocast_backward_gives_float32_grads_for_float32_params():
         loss = layer(_matrix(4, 8)).float().sum()
     loss.backward()
     assert layer.weight.grad.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype", LOWER_PRECISION)
+def test_binary_cross_entropy_is_refused_like_cuda(dtype):
+    probabilities = torch.rand(4, device="my_asic")
+    with torch.autocast("my_asic", dtype=dtype):
+        with pytest.raises(RuntimeError, match="(?s)unsafe to autocast.*binary_cross_entropy_with_logits"):
+            F.binary_cross_entropy(probabilities, torch.rand(4, device="my_asic"))
+
+
+def test_binary_cross_entropy_with_logits_runs_in_float32():
+    with torch.autocast("my_asic", dtype=torch.float16):
+        loss = F.binary_cross_entropy_with_logits(_matrix(4, 3), torch.rand(4, 3, device="my_asic"))
+    assert loss.dtype == torch.float32
+
+
+def test_binary_cross_entropy_outside_autocast_still_works():
+    loss = F.binary_cross_entropy(torch.full((4,), 0.5, device="my_asic"), torch.ones(4, device="my_asic"))
+    assert loss.item() == pytest.approx(0.6931, abs=1e-4)
+
+
+@pytest.mark.parametrize("dtype", LOWER_PRECISION)
+def test_norm_of_reduced_precision_input_runs_in_float32(dtype):
+    with torch.autocast("my_asic", dtype=dtype):
+        assert torch.norm(_matrix(4, dtype=dtype)).dtype == torch.float32
+        assert torch.norm(_matrix(3, 4, dtype=dtype), 2, [1]).dtype == torch.float32

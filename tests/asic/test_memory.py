@@ -132,3 +132,27 @@ def test_pin_memory_factory_argument_allocates_pinned_memory():
 def test_views_of_pinned_memory_are_pinned():
     pinned = torch.zeros(64).pin_memory()
     assert pinned[32:].is_pinned()
+
+
+def test_reusing_a_larger_cached_block_keeps_memory_allocated_exact():
+    # A 316-float request (1264 -> 1536 bytes) may reuse a cached 2048-byte
+    # block: malloc and free must count the same block size.
+    torch.my_asic.synchronize()
+    before = torch.my_asic.memory_allocated()
+    x = torch.empty(512, device="my_asic")
+    del x
+    q = torch.empty(316, device="my_asic")
+    assert torch.my_asic.memory_allocated() - before == 2048  # the reused block
+    del q
+    assert torch.my_asic.memory_allocated() == before
+
+
+def test_mixed_sizes_never_drive_allocated_or_active_bytes_below_the_start():
+    before = torch.my_asic.memory_stats()
+    sizes = [512, 316, 700, 129, 1000, 333, 64, 512, 4096, 3000]
+    for i in range(2000):
+        t = torch.empty(sizes[i % len(sizes)], device="my_asic")
+        del t
+    after = torch.my_asic.memory_stats()
+    for key in ("allocated_bytes.all.current", "active_bytes.all.current", "allocated_bytes.small_pool.current"):
+        assert after[key] == before[key], key

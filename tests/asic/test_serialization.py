@@ -99,3 +99,27 @@ def test_device_stays_usable_after_a_bad_map_location():
     with pytest.raises(RuntimeError):
         _round_trip(torch.arange(3.0, device="my_asic:0"), map_location="my_asic:5")
     assert _round_trip(torch.arange(3.0, device="my_asic:0"), map_location="my_asic:1").device == torch.device("my_asic", 1)
+
+
+def test_backend_metadata_is_kept_on_the_tensor():
+    t = torch.ones(3, device="my_asic")
+    torch._utils.set_tensor_metadata(t, {"my_asic_nz_format": True})
+    assert torch._utils.get_tensor_metadata(t) == {"my_asic_nz_format": True}
+
+
+def test_backend_metadata_survives_save_and_load():
+    t = torch.ones(3, device="my_asic:1")
+    torch._utils.set_tensor_metadata(t, {"my_asic_nz_format": True, "my_asic_compressed": False})
+    loaded = _round_trip(t)
+    assert loaded.device == torch.device("my_asic:1")
+    assert torch._utils.get_tensor_metadata(loaded) == {"my_asic_nz_format": True, "my_asic_compressed": False}
+
+
+def test_backend_metadata_is_dropped_when_loading_onto_cpu():
+    t = torch.ones(3, device="my_asic")
+    torch._utils.set_tensor_metadata(t, {"my_asic_nz_format": True})
+    assert torch._utils.get_tensor_metadata(_round_trip(t, map_location="cpu")) == {}
+
+
+def test_tensor_without_backend_metadata_has_none():
+    assert torch._utils.get_tensor_metadata(_round_trip(torch.ones(3, device="my_asic"))) == {}

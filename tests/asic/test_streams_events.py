@@ -111,3 +111,20 @@ def test_stream_priority_is_reported_like_cuda():
     assert torch.my_asic.Stream().priority == 0
     assert torch.my_asic.Stream(priority=-1).priority == -1
     assert torch.my_asic.default_stream().priority == 0
+
+
+def test_positive_stream_priority_is_rejected_like_cuda():
+    with pytest.raises(ValueError, match="priority to be less than or equal to 0, got 5"):
+        torch.my_asic.Stream(priority=5)
+    with pytest.raises(ValueError, match="got 3"):
+        torch.Stream("my_asic", priority=3)
+
+
+def test_stream_priority_below_the_highest_is_clamped_like_cuda():
+    assert torch.my_asic.Stream(priority=-5).priority == -1
+
+
+def test_set_stream_with_a_non_stream_says_what_it_expects():
+    with pytest.raises(TypeError, match=r"expects a stream .*got int.*torch.my_asic.Stream\(\)"):
+        torch.my_asic.set_stream(3)
+    assert torch.my_asic.current_stream() == torch.my_asic.default_stream()

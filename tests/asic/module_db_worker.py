@@ -1,0 +1,123 @@
+"""Runs ModuleInfos from PyTorch's module database on my_asic and on the CPU.
+
+Used by test_module_db_conformance.py in subprocesses; runnable by hand:
+
+    python tests/asic/module_db_worker.py --modules nn.Linear,nn.LSTM [--inputs 2]
+
+Each module is built on the CPU, deep-copied to my_asic, and run on the same
+inputs: outputs, input gradients and parameter gradients must agree (values
+for deterministic modules, shapes for random ones), or both raise. Prints one
+JSON line per ModuleInfo: {"module": ..., "result": "pass" | "fail: ..."}.
+"""
+
+import argparse
+import copy
+import json
+import sys
+
+import torch
+import torch.utils._pytree as pytree
+
+import kernel_pytorch  # noqa: F401  (registers my_asic)
+
+DEVICE = "my_asic"
+RANDOM_MODULES = ("Dropout", "RReLU", "FractionalMaxPool", "AlphaDropout", "FeatureAlphaDropout")
+
+
+def module_id(info):
+    return info.name  # "nn.Linear", unique in module_db
+
+
+def move(tree, device, requires_grad):
+    """``tree`` with its tensors on ``device``; a tensor passed twice stays one tensor."""
+    moved = {}
+
+    def to(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if id(t) not in moved:
+            m = t.detach().to(device)
+            moved[id(t)] = m.requires_grad_(True) if requires_grad and t.requires_grad and m.is_floating_point() else m
+        return moved[id(t)]
+
+    return pytree.tree_map(to, tree)
+
+
+def run(module, args, kwargs):
+    torch.manual_seed(0)
+    out = module(*args, **kwargs)
+    tensors = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+    diff = [t for t in tensors if t.requires_grad]
+    inputs = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.requires_grad]
+    params = [p for p in module.parameters() if p.requires_grad]
+    grads = ()
+    if diff:
+        grads = torch.autograd.grad(sum(t.float().sum() for t in diff), inputs + params, allow_unused=True)
+    return tensors, grads
+
+
+def compare(expected, got, values):
+    for e, g in zip(pytree.tree_leaves(expected), pytree.tree_leaves(got)):
+        if e is None or g is None:
+            if (e is None) != (g is None):
+                raise AssertionError("a gradient is missing on one device")
+            continue
+        if g.device.type != DEVICE:
+            raise AssertionError(f"result on {g.device}, not on my_asic")
+        if values:
+            torch.testing.assert_close(g.detach().cpu(), e.detach(), equal_nan=True, atol=1e-3, rtol=1e-3)
+        elif g.shape != e.shape:
+            raise AssertionError(f"shape {tuple(g.shape)} vs CPU {tuple(e.shape)}")
+
+
+def check(info, dtype, max_inputs):
+    values = not any(name in info.module_cls.__name__ for name in RANDOM_MODULES)
+    module_inputs = info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True, training=True)
+    for module_input in module_inputs[:max_inputs]:
+        if module_input.forward_input is None:
+            continue
+        c = module_input.constructor_input
+        torch.manual_seed(0)
+        cpu_module = info.module_cls(*c.args, **c.kwargs).to(dtype)
+        dev_module = copy.deepcopy(cpu_module).to(DEVICE)
+        f = module_input.forward_input
+        try:
+            expected = run(cpu_module, f.args, f.kwargs)
+        except Exception as cpu_error:
+            try:
+                run(dev_module, move(f.args, DEVICE, True), move(f.kwargs, DEVICE, True))
+            except Exception:
+                continue
+            raise AssertionError(f"CPU raised {type(cpu_error).__name__}, my_asic did not")
+        got = run(dev_module, move(f.args, DEVICE, True), move(f.kwargs, DEVICE, True))
+        compare(expected, got, values)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", required=True, help="comma-separated ModuleInfo names (nn.Linear, ...)")
+    parser.add_argument("--inputs", type=int, default=2, help="module inputs per module (first N)")
+    args = parser.parse_args(argv)
+
+    from torch.testing._internal.common_modules import module_db
+
+    by_id = {module_id(info): info for info in module_db}
+    for name in args.modules.split(","):
+        info = by_id.get(name)
+        if info is None:
+            result = "skip: not in module_db"
+        elif torch.float32 not in info.supported_dtypes("cpu"):
+            result = "skip: float32 not in its dtypes"
+        else:
+            try:
+                check(info, torch.float32, args.inputs)
+                result = "pass"
+            except Exception as e:  # reported per module
+                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                result = f"fail: {type(e).__name__}: {first[:300]}"
+        print(json.dumps({"module": name, "result": result}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""Runs OpInfos from PyTorch's operator database on my_asic and on the CPU.
+
+Used by test_op_db_conformance.py in subprocesses, so a crash ends one chunk,
+not the test run; runnable by hand too:
+
+    python tests/asic/op_db_worker.py --ops add,mul,nn.functional.relu [--backward] [--samples 3]
+
+Prints one JSON line per OpInfo, as soon as it is done:
+{"op": ..., "forward": "pass" | "fail: ..." | "skip: ...", "backward": ...}.
+A result "passes" when my_asic gives what the CPU gives for the same sample
+(values for deterministic ops; shape, dtype and device for random ones), or
+both raise.
+"""
+
+import argparse
+import json
+import sys
+
+import torch
+import torch.utils._pytree as pytree
+
+import kernel_pytorch  # noqa: F401  (registers my_asic)
+
+DEVICE = "my_asic"
+
+# Outputs that are random or uninitialised: compared by shape/dtype/device.
+NONDETERMINISTIC_MARKERS = (
+    "rand", "normal", "bernoulli", "dropout", "multinomial", "uniform", "exponential", "cauchy",
+    "geometric", "log_normal", "empty", "new_empty", "randint", "poisson", "rrelu", "fractional_max_pool",
+    "feature_alpha_dropout", "alpha_dropout",
+)
+
+
+def op_id(op):
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def is_nondeterministic(name):
+    return any(marker in name for marker in NONDETERMINISTIC_MARKERS)
+
+
+def is_my_asic_device(value):
+    if isinstance(value, str):
+        return value.split(":")[0] == DEVICE
+    return isinstance(value, torch.device) and value.type == DEVICE
+
+
+def to_cpu(sample):
+    """The CPU twin of a sample made for my_asic (as test_compare_cpu does),
+    with device= arguments of factory ops pointing at the CPU too."""
+
+    def move(t):
+        if not isinstance(t, torch.Tensor):
+            return "cpu" if is_my_asic_device(t) else t
+        moved = t.detach().cpu()
+        return moved.requires_grad_(True) if t.requires_grad else moved
+
+    cpu_sample = sample.transform(move)
+    cpu_sample.args = tuple("cpu" if is_my_asic_device(a) else a for a in cpu_sample.args)
+    for key, value in list(cpu_sample.kwargs.items()):
+        if is_my_asic_device(value):
+            cpu_sample.kwargs[key] = "cpu"
+    return cpu_sample
+
+
+def tensors_of(out):
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def compare(expected, got, values):
+    exp_leaves, got_leaves = pytree.tree_leaves(expected), pytree.tree_leaves(got)
+    if len(exp_leaves) != len(got_leaves):
+        raise AssertionError(f"{len(got_leaves)} outputs on my_asic, {len(exp_leaves)} on the CPU")
+    for e, g in zip(exp_leaves, got_leaves):
+        if isinstance(e, torch.Tensor):
+            if not isinstance(g, torch.Tensor):
+                raise AssertionError(f"my_asic returned {type(g).__name__} where the CPU returned a tensor")
+            if e.device.type == "cpu" and g.device.type != DEVICE:
+                raise AssertionError(f"result on {g.device}, not on my_asic")
+            if e.layout != torch.strided:
+                e = e.to_dense()
+                g = g.to_dense()
+            if values:
+                # PyTorch's own device-vs-CPU comparison (test_ops.py,
+                # test_compare_cpu) uses these tolerances.
+                torch.testing.assert_close(g.detach().cpu(), e.detach(), equal_nan=True, atol=1e-3, rtol=1e-3)
+            elif g.shape != e.shape or g.dtype != e.dtype:
+                raise AssertionError(f"got {g.dtype}{tuple(g.shape)}, CPU {e.dtype}{tuple(e.shape)}")
+        elif values and isinstance(e, (int, float, bool, complex)) and e == e:
+            if e != g:
+                raise AssertionError(f"got {g!r}, CPU {e!r}")
+
+
+def run(fn, sample, seed=0):
+    torch.manual_seed(seed)
+    # output_process_fn_grad canonicalises results that are not unique
+    # (signs of singular vectors, say), as test_compare_cpu does.
+    return sample.output_process_fn_grad(fn(sample.input, *sample.args, **sample.kwargs))
+
+
+def check_forward(op, samples, values):
+    for sample in samples:
+        try:
+            expected = run(op, to_cpu(sample))
+        except Exception as cpu_error:  # the CPU rejects it: my_asic must too
+            try:
+                run(op, sample)
+            except Exception:
+                continue
+            raise AssertionError(f"CPU raised {type(cpu_error).__name__}, my_asic did not")
+        got = run(op, sample)
+        compare(expected, got, values)
+
+
+def grads(op, sample):
+    out = run(op, sample)
+    outs = [t for t in tensors_of(out) if t.requires_grad and t.is_floating_point()]
+    inputs = [t for t in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
+              if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not outs or not inputs:
+        return None
+    loss = sum(o.sum() for o in outs)
+    return torch.autograd.grad(loss, inputs, allow_unused=True)
+
+
+def check_backward(op, samples, values):
+    for sample in samples:
+        try:
+            expected = grads(op, to_cpu(sample))
+        except Exception:
+            continue  # not differentiable for this sample on the CPU either
+        got = grads(op, sample)
+        if expected is None:
+            continue
+        compare(tuple(e for e in expected), tuple(g for g in got), values)
+
+
+def outcome(check, *args):
+    try:
+        check(*args)
+        return "pass"
+    except Exception as e:  # a failure is data here, reported per op
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return f"fail: {type(e).__name__}: {first[:300]}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", required=True, help="comma-separated OpInfo ids (name or name.variant)")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--backward", action="store_true")
+    parser.add_argument("--samples", type=int, default=3, help="samples per op (first N of sample_inputs)")
+    args = parser.parse_args(argv)
+
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    dtype = getattr(torch, args.dtype)
+    by_id = {op_id(op): op for op in op_db}
+    for name in args.ops.split(","):
+        op = by_id.get(name)
+        if op is None:
+            print(json.dumps({"op": name, "forward": "skip: not in op_db", "backward": "skip"}), flush=True)
+            continue
+        result = {"op": name}
+        values = not is_nondeterministic(name)
+        if dtype not in op.supported_dtypes("cpu"):
+            result["forward"] = result["backward"] = f"skip: {args.dtype} not supported on the CPU"
+        else:
+            # Samples are made on my_asic and copied to the CPU, as PyTorch's
+            # test_compare_cpu does, so factory ops get device="my_asic".
+            def forward():
+                samples = list(op.sample_inputs(DEVICE, dtype, requires_grad=False))[: args.samples]
+                check_forward(op, samples, values)
+
+            def backward():
+                grad_samples = list(op.sample_inputs(DEVICE, dtype, requires_grad=True))[: args.samples]
+                check_backward(op, grad_samples, values)
+
+            result["forward"] = outcome(forward)
+            if args.backward and op.supports_autograd and dtype.is_floating_point:
+                result["backward"] = outcome(backward)
+            else:
+                result["backward"] = "skip: no autograd"
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

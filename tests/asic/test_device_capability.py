@@ -1,0 +1,26 @@
+"""torch.accelerator.get_device_capability() for my_asic devices."""
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.usefixtures("two_devices")
+
+QUANTIZED = {torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+
+
+@pytest.mark.parametrize("device", ["my_asic:0", "my_asic:1", torch.device("my_asic", 1)])
+def test_capability_lists_the_dtypes_my_asic_tensors_support(device):
+    dtypes = torch.accelerator.get_device_capability(device)["supported_dtypes"]
+    assert {torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool, torch.complex64} <= dtypes
+    for dtype in (torch.float16, torch.bfloat16, torch.complex64, torch.uint16):
+        assert torch.zeros(2, dtype=dtype).to(device).cpu().dtype == dtype
+
+
+def test_quantized_dtypes_are_not_claimed():
+    dtypes = torch.accelerator.get_device_capability("my_asic")["supported_dtypes"]
+    assert not QUANTIZED & dtypes
+
+
+def test_capability_of_a_missing_device_names_the_valid_range():
+    with pytest.raises(IndexError, match=r"invalid device index 5.*valid indices 0\.\.1"):
+        torch.accelerator.get_device_capability("my_asic:5")
