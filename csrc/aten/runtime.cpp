@@ -128,6 +128,7 @@ void load_locked(RuntimeState& s) {
         api.GetErrorString(err), "): ", detail ? detail : "", ". Options were '",
         s.options, "'.");
   }
+  s.kernels = load_kernels(handle, p);
   try {
     check_devices_locked(s, api);
   } catch (const c10::Error& e) {
@@ -164,7 +165,6 @@ void check_devices_locked(RuntimeState& s, const RuntimeApi& api) {
   }
   s.api = api;
   s.props = std::move(props);
-  s.kernels = load_kernels(handle, p);
   s.host_addressable = addressable;
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] {
