@@ -10,6 +10,7 @@
 namespace kernel_pytorch {
 namespace {
 
+using at::DimnameList;  // named unqualified by autocast_mode.h macros in torch 2.11
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;

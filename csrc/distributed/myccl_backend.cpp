@@ -79,7 +79,8 @@ Reduction plan_reduction(const std::string& op, const c10d::ReduceOp& reduce_op)
     case RedOp::AVG:
       return {RedOp::SUM, 1.0, true};
     case RedOp::PREMUL_SUM: {
-      auto* supplement = dynamic_cast<c10d::PreMulSumSupplement*>(reduce_op.supplement_.get());
+      // NCCLPreMulSumSupplement: the name torch 2.11 has (2.13 keeps it as an alias).
+      auto* supplement = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(reduce_op.supplement_.get());
       TORCH_CHECK_VALUE(supplement != nullptr, "myccl: ", op, ": PREMUL_SUM without its factor");
       const double factor = supplement->tensor_factor.defined() ? supplement->tensor_factor.item<double>()
                                                                  : supplement->double_factor;

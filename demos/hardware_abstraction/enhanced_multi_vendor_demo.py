@@ -74,6 +74,8 @@ def mesh_ranks(adapter: HardwareAdapter, quick: bool) -> List[str]:
 
 
 def part_mesh(adapter: HardwareAdapter, quick: bool) -> None:
+    import torch.distributed as dist
+
     section("1. Cross-vendor device mesh: data-parallel training across device types")
     for mesh in adapter.device_mesh_description():
         print(f"   HAL mesh: {mesh}")
@@ -88,7 +90,10 @@ def part_mesh(adapter: HardwareAdapter, quick: bool) -> None:
             if device.startswith("my_asic"):
                 env["MY_ASIC_ENABLE"] = "1"
             out = os.path.join(tmp, f"rank{rank}.json")
-            spec = json.dumps({"rank": rank, "ranks": ranks, "store": store, "steps": steps, "out": out})
+            # One backend decision for every rank: ranks beside a GPU do not register
+            # my_asic (and so not myccl) unless asked, so they cannot decide alone.
+            spec = json.dumps({"rank": rank, "ranks": ranks, "store": store, "steps": steps, "out": out,
+                               "myccl": "myccl" in dist.Backend.backend_list})
             procs.append((subprocess.Popen([sys.executable, os.path.abspath(__file__), "--mesh-worker", spec],
                                            env=env), out))
         deadline = time.monotonic() + 240
@@ -120,6 +125,11 @@ def part_mesh(adapter: HardwareAdapter, quick: bool) -> None:
         raise SystemExit("mesh training did not reduce the loss")
 
 
+def _device_type(name: str) -> str:
+    """"my_asic:0" -> "my_asic", without torch.device: a rank beside a GPU may not have my_asic registered."""
+    return name.split(":")[0]
+
+
 def mesh_worker(spec: Dict) -> None:
     """One rank of :func:`part_mesh` (run in its own process)."""
     import torch.distributed as dist
@@ -132,13 +142,13 @@ def mesh_worker(spec: Dict) -> None:
         torch.cuda.set_device(device)
     elif device.type == "my_asic":
         torch.my_asic.set_device(device)
-    myccl = "myccl" in dist.Backend.backend_list
+    myccl = spec["myccl"]
     backend = "cpu:gloo,my_asic:myccl" if myccl else "gloo"
     dist.init_process_group(backend, init_method=f"file://{spec['store']}", rank=rank, world_size=world)
-    types = list(dict.fromkeys(torch.device(d).type for d in ranks))
-    type_groups = {t: dist.new_group([r for r, d in enumerate(ranks) if torch.device(d).type == t]) for t in types}
-    members = [r for r, d in enumerate(ranks) if torch.device(d).type == device.type]
-    leaders = [next(r for r, d in enumerate(ranks) if torch.device(d).type == t) for t in types]
+    types = list(dict.fromkeys(_device_type(d) for d in ranks))
+    type_groups = {t: dist.new_group([r for r, d in enumerate(ranks) if _device_type(d) == t]) for t in types}
+    members = [r for r, d in enumerate(ranks) if _device_type(d) == device.type]
+    leaders = [next(r for r, d in enumerate(ranks) if _device_type(d) == t) for t in types]
     leader_group = dist.new_group(leaders)
     # Collectives run on the device where its type has a backend of its own.
     native = device.type == "cpu" or (device.type == "my_asic" and myccl)
@@ -194,7 +204,7 @@ def mesh_worker(spec: Dict) -> None:
     dist.destroy_process_group()
     # The CPU and my_asic (which runs the CPU's kernels) update bitwise alike; a GPU's
     # kernels round differently (fused multiply-add), so its ranks agree to a tolerance.
-    host_only = all(torch.device(d).type in ("cpu", "my_asic") for d in ranks)
+    host_only = all(_device_type(d) in ("cpu", "my_asic") for d in ranks)
     with open(spec["out"], "w") as out:
         json.dump({
             "rank": rank, "device": str(device), "losses": losses, "max_weight_diff": diffs,
