@@ -5,6 +5,7 @@
 // mixed-input ops promote, binary_cross_entropy is refused; every other op
 // passes through untouched.
 #include <ATen/autocast_mode.h>
+#include <ATen/core/Dimname.h>
 #include <torch/library.h>
 
 namespace kernel_pytorch {
