@@ -5,13 +5,15 @@
 // mixed-input ops promote, binary_cross_entropy is refused; every other op
 // passes through untouched.
 #include <ATen/autocast_mode.h>
-#include <ATen/core/Dimname.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 namespace kernel_pytorch {
 namespace {
 
-using at::DimnameList;  // named unqualified by autocast_mode.h macros in torch 2.11
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
+using at::DimnameList;  // named unqualified by autocast_mode.h's macros before torch 2.13
+#endif
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
