@@ -62,6 +62,21 @@ void check_root(const std::string& op, int64_t root, int size) {
       root >= 0 && root < size, "myccl: ", op, ": root rank ", root, " is outside the group of ", size, " ranks");
 }
 
+// gather's gather_list / scatter's scatter_list: one list of `size` tensors on
+// the root, none elsewhere. Returns the root's list (empty on other ranks).
+std::vector<at::Tensor> root_list(const std::string& op, const std::vector<std::vector<at::Tensor>>& lists,
+                                  const char* name, int root, int rank, int size) {
+  if (rank == root) {
+    TORCH_CHECK_VALUE(
+        lists.size() == 1 && static_cast<int>(lists[0].size()) == size, "myccl: ", op, ": the root needs a ",
+        name, " of ", size, " tensors");
+    return lists[0];
+  }
+  TORCH_CHECK_VALUE(
+      lists.empty() || lists[0].empty(), "myccl: ", op, ": only the root (rank ", root, ") passes a ", name);
+  return {};
+}
+
 // What the transport gets for a reduction, and what myccl does after it.
 struct Reduction {
   RedOp transport_op;
@@ -681,20 +696,9 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::gather(
   check_single(op, inputs);
   check_root(op, opts.rootRank, getSize());
   const int root = static_cast<int>(opts.rootRank);
-  const bool is_root = getRank() == root;
+  std::vector<at::Tensor> outs = root_list(op, outputs, "gather_list", root, getRank(), getSize());
   std::vector<at::Tensor> all = inputs;
-  std::vector<at::Tensor> outs;
-  if (is_root) {
-    TORCH_CHECK_VALUE(
-        outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(), "myccl: ", op,
-        ": the root needs a gather_list of ", getSize(), " tensors");
-    outs = outputs[0];
-    all.insert(all.end(), outs.begin(), outs.end());
-  } else {
-    TORCH_CHECK_VALUE(
-        outputs.empty() || outputs[0].empty(), "myccl: ", op, ": only the root (rank ", root,
-        ") passes a gather_list");
-  }
+  all.insert(all.end(), outs.begin(), outs.end());
   const auto device = check_tensors(op, all);
   for (const auto& o : outs) {
     check_same(op, inputs[0], o, "a gather_list tensor");
@@ -715,20 +719,9 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::scatter(
   check_single(op, outputs);
   check_root(op, opts.rootRank, getSize());
   const int root = static_cast<int>(opts.rootRank);
-  const bool is_root = getRank() == root;
+  std::vector<at::Tensor> ins = root_list(op, inputs, "scatter_list", root, getRank(), getSize());
   std::vector<at::Tensor> all = outputs;
-  std::vector<at::Tensor> ins;
-  if (is_root) {
-    TORCH_CHECK_VALUE(
-        inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(), "myccl: ", op,
-        ": the root needs a scatter_list of ", getSize(), " tensors");
-    ins = inputs[0];
-    all.insert(all.end(), ins.begin(), ins.end());
-  } else {
-    TORCH_CHECK_VALUE(
-        inputs.empty() || inputs[0].empty(), "myccl: ", op, ": only the root (rank ", root,
-        ") passes a scatter_list");
-  }
+  all.insert(all.end(), ins.begin(), ins.end());
   const auto device = check_tensors(op, all);
   for (const auto& i : ins) {
     check_same(op, outputs[0], i, "a scatter_list tensor");
