@@ -7,11 +7,11 @@
 // its row in registers (rows longer than 8 * threads vectors are re-read).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/row_launch.cuh"
 
 namespace kp::cuda {
 namespace {
 
-constexpr int kMaxVpt = 8;
 
 template <typename T, int VEC, int VPT, bool kResidual>
 __global__ void rms_norm_kernel(kpdrRmsNormArgs a, int group) {
@@ -101,18 +101,7 @@ int vec_width(const kpdrRmsNormArgs& a) {
   return ok ? V : 1;
 }
 
-int round_up_pow2(int64_t v, int lo, int hi) {
-  int p = lo;
-  while (p < hi && p < v) p <<= 1;
-  return p;
-}
-
 bool valid_group(int g) { return g >= 32 && g <= 1024 && g % 32 == 0; }
-
-LaunchConfig default_config(int64_t nvec) {
-  const int g = round_up_pow2(ceil_div(nvec, 4), 32, 1024);
-  return LaunchConfig{g, std::max(1, 256 / g)};
-}
 
 // Whether a block of `threads` can launch this instantiation: rows kept in
 // registers need many per thread, which 1024-thread blocks may not have.
@@ -139,7 +128,7 @@ cudaError_t launch_vpt(const kpdrRmsNormArgs& a, int group, int rows_per_block, 
   if (vpt <= 1 && fits<T, VEC, 1, kResidual>(block)) rms_norm_kernel<T, VEC, 1, kResidual><<<grid, block, 0, stream>>>(a, group);
   else if (vpt <= 2 && fits<T, VEC, 2, kResidual>(block)) rms_norm_kernel<T, VEC, 2, kResidual><<<grid, block, 0, stream>>>(a, group);
   else if (vpt <= 4 && fits<T, VEC, 4, kResidual>(block)) rms_norm_kernel<T, VEC, 4, kResidual><<<grid, block, 0, stream>>>(a, group);
-  else if (vpt <= kMaxVpt && fits<T, VEC, 8, kResidual>(block)) rms_norm_kernel<T, VEC, 8, kResidual><<<grid, block, 0, stream>>>(a, group);
+  else if (vpt <= kRowMaxVpt && fits<T, VEC, 8, kResidual>(block)) rms_norm_kernel<T, VEC, 8, kResidual><<<grid, block, 0, stream>>>(a, group);
   else rms_norm_kernel<T, VEC, 0, kResidual><<<grid, block, 0, stream>>>(a, group);
   return cudaGetLastError();
 }
@@ -193,20 +182,8 @@ __global__ void rms_norm_backward_kernel(RmsNormBackwardArgs a) {
 }  // namespace
 
 ConfigList rms_norm_candidates(const kpdrRmsNormArgs& a) {
-  ConfigList list;
   const int64_t nvec = std::max<int64_t>(1, a.cols / 8);  // bf16/fp16 width; close enough for f32
-  const LaunchConfig d = default_config(nvec);
-  list.add(d.threads, d.split);
-  for (int g = 32; g <= 1024; g <<= 1) {
-    if (ceil_div(nvec, g) > kMaxVpt || (g > 32 && g / 2 >= nvec)) continue;
-    for (int rpb : {std::max(1, 256 / g), std::max(1, 512 / g), 1}) {
-      if (g * rpb > 1024 || (g == d.threads && rpb == d.split)) continue;
-      bool seen = false;
-      for (int i = 0; i < list.size; ++i) seen |= list.items[i].threads == g && list.items[i].split == rpb;
-      if (!seen) list.add(g, rpb);
-    }
-  }
-  return list;
+  return row_candidates(nvec);
 }
 
 cudaError_t rms_norm(const kpdrRmsNormArgs& a, LaunchConfig cfg, cudaStream_t stream) {
@@ -214,7 +191,7 @@ cudaError_t rms_norm(const kpdrRmsNormArgs& a, LaunchConfig cfg, cudaStream_t st
   return dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     const int vec = vec_width<T>(a);
-    LaunchConfig c = default_config(a.cols / vec);
+    LaunchConfig c = row_default_config(a.cols / vec);
     if (valid_group(cfg.threads) && cfg.split >= 1 && cfg.threads * cfg.split <= 1024) c = cfg;
     const bool residual = a.residual != nullptr;
     if (vec == kVec16<T>) {

@@ -6,11 +6,11 @@
 // read.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
+#include "kernels/cuda/row_launch.cuh"
 
 namespace kp::cuda {
 namespace {
 
-constexpr int kMaxVpt = 8;
 constexpr float kNegInf = -__builtin_huge_valf();
 
 template <typename T, int VEC, int VPT>
@@ -94,17 +94,6 @@ __global__ void softmax_kernel(kpdrSoftmaxArgs a, int group) {
   }
 }
 
-int round_up_pow2(int64_t v, int lo, int hi) {
-  int p = lo;
-  while (p < hi && p < v) p <<= 1;
-  return p;
-}
-
-LaunchConfig default_config(int64_t nvec) {
-  const int g = round_up_pow2(ceil_div(nvec, 4), 32, 1024);
-  return LaunchConfig{g, std::max(1, 256 / g)};
-}
-
 // Whether a block of `threads` can launch this instantiation: rows kept in
 // registers need many per thread, which 1024-thread blocks may not have.
 template <typename T, int VEC, int VPT>
@@ -130,7 +119,7 @@ cudaError_t launch(const kpdrSoftmaxArgs& a, int group, int rows_per_block, cuda
   if (vpt <= 1 && fits<T, VEC, 1>(block)) softmax_kernel<T, VEC, 1><<<grid, block, 0, stream>>>(a, group);
   else if (vpt <= 2 && fits<T, VEC, 2>(block)) softmax_kernel<T, VEC, 2><<<grid, block, 0, stream>>>(a, group);
   else if (vpt <= 4 && fits<T, VEC, 4>(block)) softmax_kernel<T, VEC, 4><<<grid, block, 0, stream>>>(a, group);
-  else if (vpt <= kMaxVpt && fits<T, VEC, 8>(block)) softmax_kernel<T, VEC, 8><<<grid, block, 0, stream>>>(a, group);
+  else if (vpt <= kRowMaxVpt && fits<T, VEC, 8>(block)) softmax_kernel<T, VEC, 8><<<grid, block, 0, stream>>>(a, group);
   else softmax_kernel<T, VEC, 0><<<grid, block, 0, stream>>>(a, group);
   return cudaGetLastError();
 }
@@ -138,20 +127,8 @@ cudaError_t launch(const kpdrSoftmaxArgs& a, int group, int rows_per_block, cuda
 }  // namespace
 
 ConfigList softmax_candidates(const kpdrSoftmaxArgs& a) {
-  ConfigList list;
   const int64_t nvec = std::max<int64_t>(1, a.cols / 8);
-  const LaunchConfig d = default_config(nvec);
-  list.add(d.threads, d.split);
-  for (int g = 32; g <= 1024; g <<= 1) {
-    if (ceil_div(nvec, g) > kMaxVpt || (g > 32 && g / 2 >= nvec)) continue;
-    for (int rpb : {std::max(1, 256 / g), std::max(1, 512 / g), 1}) {
-      if (g * rpb > 1024 || (g == d.threads && rpb == d.split)) continue;
-      bool seen = false;
-      for (int i = 0; i < list.size; ++i) seen |= list.items[i].threads == g && list.items[i].split == rpb;
-      if (!seen) list.add(g, rpb);
-    }
-  }
-  return list;
+  return row_candidates(nvec);
 }
 
 cudaError_t softmax(const kpdrSoftmaxArgs& a, LaunchConfig cfg, cudaStream_t stream) {
@@ -161,7 +138,7 @@ cudaError_t softmax(const kpdrSoftmaxArgs& a, LaunchConfig cfg, cudaStream_t str
     constexpr int V = kVec16<T>;
     const bool vec = a.cols % V == 0 && a.x_row_stride % V == 0 && a.out_row_stride % V == 0 &&
                      aligned(a.x, 16) && aligned(a.out, 16);
-    LaunchConfig c = default_config(a.cols / (vec ? V : 1));
+    LaunchConfig c = row_default_config(a.cols / (vec ? V : 1));
     if (cfg.threads >= 32 && cfg.threads <= 1024 && cfg.threads % 32 == 0 && cfg.split >= 1 &&
         cfg.threads * cfg.split <= 1024) {
       c = cfg;
