@@ -24,7 +24,11 @@ import os
 import subprocess
 import sys
 
-import torch
+# Building must not import an installed kernel_pytorch: torch's device-backend
+# autoload would, and a stale or moved install then breaks `import torch` here.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+import torch  # noqa: E402
 from setuptools import find_packages, setup
 from torch.utils import cpp_extension
 from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
