@@ -65,6 +65,7 @@ KERNEL_SOURCES = sorted(glob.glob(os.path.join("csrc", "kernels", "cpu", "*.cpp"
 RUNTIME_SOURCES = sorted(glob.glob(os.path.join("csrc", "runtime", "myasic", "*.cpp"))) + KERNEL_SOURCES
 EXTENSION_SOURCES = (
     sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "aten", "native", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "ops", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "distributed", "*.cpp")))
     + KERNEL_SOURCES

@@ -302,10 +302,26 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
+// Convolutions are my_asic kernels, not fallbacks, when device memory is
+// host addressable: ATen's CPU convolution (oneDNN or its own) runs on the
+// device memory in place. Only other runtimes copy through the fallback.
+void convolution_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (host_addressable()) {
+    run_in_place_on_device(op, stack);
+    return;
+  }
+  my_asic_fallback(op, stack);
+}
+
 } // namespace
 
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   my_asic_fallback(op, stack);
+}
+
+void run_on_host_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  TORCH_INTERNAL_ASSERT(host_addressable(), "my_asic: host aliases need host-addressable device memory");
+  run_in_place_on_device(op, stack);
 }
 
 int64_t route_structured_ops_to_fallback() {
@@ -369,15 +385,16 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
 }
 
-// CompositeExplicitAutograd kernels that do not work for PrivateUse1, sent
-// whole to the fallback so the CPU kernel runs instead:
+// CompositeExplicitAutograd kernels that do not work for PrivateUse1:
 // - convolution and convolution_backward pick a backend by device type and,
 //   for PrivateUse1, call convolution_overrideable, which no backend
-//   implements on the CPU;
-// - conj_physical_ calls its DispatchStub directly, which has no my_asic entry.
+//   implements on the CPU: ATen's CPU convolution runs instead, on device
+//   memory where the runtime allows it;
+// - conj_physical_ calls its DispatchStub directly, which has no my_asic
+//   entry: sent whole to the fallback.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
-  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
+  m.impl("convolution", torch::CppFunction::makeFromBoxedFunction<&convolution_on_device>());
+  m.impl("convolution_backward", torch::CppFunction::makeFromBoxedFunction<&convolution_on_device>());
   m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
 }
 

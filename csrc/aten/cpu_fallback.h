@@ -15,6 +15,11 @@ namespace kernel_pytorch {
 // (counted in fallback_stats). Native kernels call it for what they lack.
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// Runs `op`'s CPU kernel on host aliases of its my_asic arguments, as a
+// my_asic kernel (not counted): for CPU implementations that insist on CPU
+// tensors (convolution, batch norm). Needs host-addressable device memory.
+void run_on_host_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 enum class FallbackMode { kAllow, kWarn, kRaise };
 
 // Default comes from MY_ASIC_FALLBACK=allow|warn|raise (read once).

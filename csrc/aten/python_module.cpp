@@ -5,6 +5,7 @@
 
 #include "autograd_exit.h"
 #include "cpu_fallback.h"
+#include "native/host_kernels.h"
 #include "distributed/python_bindings.h"
 #include "device_allocator.h"
 #include "generator.h"
@@ -90,7 +91,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_init", [] {
     rt();
     install_routing_cpu_allocator();
+    // Native kernels first: the fallback routing skips ops that have one.
+    native::register_host_kernels();
     route_structured_ops_to_fallback();
+  });
+  m.def("_native_kernels", [] {
+    return py::make_tuple(native::host_kernel_names(), native::cpu_stubs_in_use());
   });
   m.def("_is_initialized", &runtime_initialized);
   m.def("_in_bad_fork", &in_bad_fork);

@@ -1,0 +1,154 @@
+// my_asic's native kernels for host-addressable runtimes.
+//
+// When the runtime's device memory is host addressable (the reference
+// simulator), ATen's own CPU kernels can compute on my_asic tensors where
+// they lie: no host alias, no copy, no boxing. This is how the hot ops of an
+// ordinary training step (factories and fills, elementwise math, reductions,
+// the matmul family, softmax, losses, norms, pooling, RNG) run natively:
+//
+// - Structured ops (meta + impl) are driven exactly as ATen's generated
+//   RegisterCPU.cpp drives them, with outputs allocated on my_asic
+//   (structured.h). Their impl calls DispatchStubs with the device type of
+//   the tensors, so each stub's PrivateUse1 entry points at ATen's CPU kernel
+//   for the best ISA this CPU has (cpu_stubs.cpp).
+// - Unstructured ops register ATen's CPU implementation itself.
+// - Every kernel first waits for the work already queued on the current
+//   my_asic stream, as a device kernel would run in stream order.
+//
+// Runtimes whose memory is not host addressable get none of this: their ops
+// keep the counted CPU fallback (cpu_fallback.cpp), or use the runtime's own
+// kernels where it has them (csrc/ops/my_asic.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/IListRef.h>
+#include <ATen/core/boxing/KernelFunction.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../cpu_fallback.h"
+#include "../runtime.h"
+#include "../streams.h"
+
+namespace kernel_pytorch::native {
+
+// Registers the native kernels when the runtime's memory is host addressable;
+// called once at device initialisation, before the structured-op routing of
+// the fallback. Returns how many ops were registered (0 otherwise).
+int64_t register_host_kernels();
+
+// Points the PrivateUse1 entry of the DispatchStubs that the registered ops
+// reach at ATen's CPU kernels (cpu_stubs.cpp).
+void use_cpu_kernels_for_stubs();
+// How many stubs use_cpu_kernels_for_stubs() could point at a CPU kernel.
+int cpu_stubs_in_use();
+
+// Names of the ops registered by register_host_kernels(), for backend_info
+// and tests.
+const std::vector<std::string>& host_kernel_names();
+
+namespace detail {
+
+inline void note_device(c10::DeviceIndex& device, const at::Tensor& t) {
+  if (device < 0 && t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
+    device = t.device().index();
+  }
+}
+inline void note_device(c10::DeviceIndex& device, const std::optional<at::Tensor>& t) {
+  if (t.has_value()) {
+    note_device(device, *t);
+  }
+}
+inline void note_device(c10::DeviceIndex& device, const at::ITensorListRef& list) {
+  for (const at::Tensor& t : list) {
+    note_device(device, t);
+  }
+}
+inline void note_device(c10::DeviceIndex& device, at::TensorList list) {
+  for (const at::Tensor& t : list) {
+    note_device(device, t);
+  }
+}
+template <class T>
+inline void note_device(c10::DeviceIndex&, const T&) {}
+
+} // namespace detail
+
+// Waits for the current stream of the my_asic device the arguments live on:
+// the CPU kernel that follows runs on the host thread, in stream order.
+template <class... Args>
+void wait_for_stream_of(const Args&... args) {
+  c10::DeviceIndex device = -1;
+  (detail::note_device(device, args), ...);
+  wait_current_stream(device < 0 ? current_device() : device);
+}
+
+// The operator a registered kernel serves, for its fallback path.
+void remember_operator(const void* kernel, const char* name);
+const c10::OperatorHandle& operator_of(const void* kernel);
+
+// Registers kernels on the PrivateUse1 library, skipping ops that my_asic
+// already implements elsewhere (its own kernels win over ATen's CPU ones).
+class Registrar {
+ public:
+  explicit Registrar(torch::Library& lib) : lib_(lib) {}
+  template <class Fn>
+  void impl(const char* name, Fn&& fn) {
+    if (has_my_asic_kernel(name)) {
+      return;
+    }
+    using F = std::decay_t<Fn>;
+    if constexpr (c10::is_compile_time_function_pointer<F>::value) {
+      remember_operator(reinterpret_cast<const void*>(F::func_ptr()), name);
+    }
+    lib_.impl(name, std::forward<Fn>(fn));
+    registered_.emplace_back(name);
+  }
+  const std::vector<std::string>& registered() const {
+    return registered_;
+  }
+
+ private:
+  static bool has_my_asic_kernel(const char* name);
+  torch::Library& lib_;
+  std::vector<std::string> registered_;
+};
+
+
+// Runs the call on the counted CPU fallback instead of `kernel`: for the
+// argument combinations ATen's CPU loops only take after a CPU-only step
+// (mixed dtypes, which TensorIterator casts for CPU tensors alone).
+template <class R, class... A>
+R run_on_fallback(const void* kernel, A... args) {
+  static const c10::BoxedKernel fallback = c10::BoxedKernel::makeFromFunction<&run_cpu_fallback>();
+  return c10::impl::BoxedKernelWrapper<R(A...)>::call(
+      fallback, operator_of(kernel), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), std::forward<A>(args)...);
+}
+
+// One registration function per op family (one file each).
+void register_pointwise(Registrar& r);
+void register_reductions(Registrar& r);
+void register_matmul(Registrar& r);
+void register_nn(Registrar& r);
+void register_factories_and_random(Registrar& r);
+void register_indexing(Registrar& r);
+
+// Wraps an ATen CPU implementation `fn` as a my_asic kernel.
+template <auto fn, class Sig = std::remove_pointer_t<decltype(fn)>>
+struct HostKernel;
+
+template <auto fn, class R, class... A>
+struct HostKernel<fn, R(A...)> {
+  static R call(A... args) {
+    wait_for_stream_of(args...);
+    return fn(std::forward<A>(args)...);
+  }
+};
+
+} // namespace kernel_pytorch::native

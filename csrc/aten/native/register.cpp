@@ -1,0 +1,73 @@
+// Registers my_asic's native kernels (host_kernels.h) at device initialisation.
+#include "host_kernels.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <cstring>
+#include <unordered_map>
+
+namespace kernel_pytorch::native {
+
+bool Registrar::has_my_asic_kernel(const char* name) {
+  const char* dot = std::strchr(name, '.');
+  c10::OperatorName op_name(
+      std::string("aten::") + (dot ? std::string(name, dot - name) : std::string(name)), dot ? dot + 1 : "");
+  auto op = c10::Dispatcher::singleton().findOp(op_name);
+  TORCH_INTERNAL_ASSERT(op.has_value(), "my_asic native kernels: no operator aten::", name);
+  return op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+}
+
+namespace {
+std::unordered_map<const void*, c10::OperatorHandle>& operators() {
+  static std::unordered_map<const void*, c10::OperatorHandle> ops;
+  return ops;
+}
+
+std::vector<std::string>& names() {
+  static std::vector<std::string> n;
+  return n;
+}
+} // namespace
+
+void remember_operator(const void* kernel, const char* name) {
+  const char* dot = std::strchr(name, '.');
+  operators().emplace(
+      kernel,
+      c10::Dispatcher::singleton().findSchemaOrThrow(
+          (std::string("aten::") + (dot ? std::string(name, dot - name) : std::string(name))).c_str(),
+          dot ? dot + 1 : ""));
+}
+
+const c10::OperatorHandle& operator_of(const void* kernel) {
+  auto it = operators().find(kernel);
+  TORCH_INTERNAL_ASSERT(it != operators().end(), "my_asic native kernels: kernel without an operator");
+  return it->second;
+}
+
+int64_t register_host_kernels() {
+  static const int64_t count = [] {
+    if (!host_addressable()) {
+      return int64_t{0};
+    }
+    use_cpu_kernels_for_stubs();
+    // Kept alive for the process: the registrations live as long as it does.
+    static auto* lib = new torch::Library(
+        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    Registrar r(*lib);
+    register_factories_and_random(r);
+    register_pointwise(r);
+    register_reductions(r);
+    register_matmul(r);
+    register_nn(r);
+    register_indexing(r);
+    names() = r.registered();
+    return static_cast<int64_t>(names().size());
+  }();
+  return count;
+}
+
+const std::vector<std::string>& host_kernel_names() {
+  return names();
+}
+
+} // namespace kernel_pytorch::native
