@@ -54,6 +54,28 @@ def row(name, cpu_s, dev_s, goal, higher_is_better=False, unit="time"):
     return ok
 
 
+def _transformer_step(device):
+    """One training step (forward, backward, AdamW) of a 2-layer, width-64 encoder."""
+    torch.manual_seed(0)
+    encoder = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True), 2, enable_nested_tensor=False
+    ).to(device)
+    head = torch.nn.Linear(64, 10).to(device)
+    params = list(encoder.parameters()) + list(head.parameters())
+    optimizer = torch.optim.AdamW(params, lr=1e-3)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(8, 16, 64, generator=gen).to(device)
+    y = torch.randint(0, 10, (8,), generator=gen).to(device)
+
+    def step():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(head(encoder(x).mean(1)), y)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats (CI smoke run)")
@@ -69,6 +91,22 @@ def main() -> None:
     da, db = a.to(dev), b.to(dev)
     cpu_s, dev_s = interleaved(lambda: a + b, lambda: da + db, repeats=15, inner=2000 if not quick else 300)
     results.append(row("small op: add of 16 floats (latency)", cpu_s, dev_s, 1.3))
+
+    # A layer's worth of small ops: each side runs the same module from the same weights.
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 64)
+    x = torch.randn(32, 64)
+    dlinear, dx = torch.nn.Linear(64, 64).to(dev), x.to(dev)
+    dlinear.load_state_dict(linear.state_dict())
+    cpu_s, dev_s = interleaved(
+        lambda: torch.relu(linear(x)).sum(), lambda: torch.relu(dlinear(dx)).sum(), repeats=15,
+        inner=1000 if not quick else 200,
+    )
+    results.append(row("small layer: Linear(64,64) + ReLU + sum, forward", cpu_s, dev_s, 1.2))
+
+    step_cpu, step_dev = _transformer_step("cpu"), _transformer_step(dev)
+    cpu_s, dev_s = interleaved(step_cpu, step_dev, repeats=7, inner=20 if not quick else 5)
+    results.append(row("training step: small Transformer encoder + AdamW", cpu_s, dev_s, 1.2))
 
     n = (1 << 24) if not quick else (1 << 20)
     a, b = torch.randn(n), torch.randn(n)

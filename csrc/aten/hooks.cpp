@@ -5,6 +5,7 @@
 #include <c10/core/StorageImpl.h>
 
 #include "device_allocator.h"
+#include "device_init.h"
 #include "generator.h"
 #include "host_allocator.h"
 #include "runtime.h"
@@ -15,7 +16,7 @@ namespace {
 
 struct MyAsicHooks final : public at::PrivateUse1HooksInterface {
   void init() const override {
-    rt();
+    initialize_device();
   }
 
   bool isBuilt() const override {

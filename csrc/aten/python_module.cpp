@@ -5,6 +5,7 @@
 
 #include "autograd_exit.h"
 #include "cpu_fallback.h"
+#include "device_init.h"
 #include "native/host_kernels.h"
 #include "distributed/python_bindings.h"
 #include "device_allocator.h"
@@ -88,13 +89,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_set_runtime", &set_runtime_config, py::arg("library_path"), py::arg("options"));
   m.def("_runtime_library", &runtime_library_path);
   m.def("_runtime_options", &runtime_options);
-  m.def("_init", [] {
-    rt();
-    install_routing_cpu_allocator();
-    // Native kernels first: the fallback routing skips ops that have one.
-    native::register_host_kernels();
-    route_structured_ops_to_fallback();
-  });
+  m.def("_init", &initialize_device);
+  m.def("_device_initialized", &device_initialized);
   m.def("_native_kernels", [] {
     return py::make_tuple(native::host_kernel_names(), native::cpu_stubs_in_use());
   });

@@ -25,6 +25,7 @@ from kernel_pytorch.asic.device import (
 from kernel_pytorch.asic.fallback import (
     fallback_stats,
     get_fallback_mode,
+    native_kernels,
     reset_fallback_stats,
     set_fallback_mode,
 )
@@ -84,7 +85,8 @@ __all__ = [
     "get_device_name", "get_device_properties", "get_fallback_mode", "get_per_process_memory_fraction",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available", "is_bf16_supported",
     "is_initialized", "is_simulated", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
-    "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "reset_accumulated_memory_stats",
+    "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "native_kernels",
+    "reset_accumulated_memory_stats",
     "reset_fallback_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_fallback_mode",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
     "synchronize",

@@ -37,7 +37,7 @@ def _lazy_init() -> None:
             "already initialised it. Use the 'spawn' start method "
             "(torch.multiprocessing.set_start_method('spawn'))."
         )
-    if _C._is_initialized() and not _queued_calls:
+    if _C._device_initialized() and not _queued_calls:
         return
     with _lock:
         if _initializing:

@@ -6,7 +6,7 @@ op, ``MY_ASIC_FALLBACK=raise`` makes such ops raise instead;
 ``set_fallback_mode`` changes this at run time.
 """
 
-from typing import Dict
+from typing import Dict, List
 
 from kernel_pytorch import _C
 
@@ -33,3 +33,19 @@ def set_fallback_mode(mode: str) -> None:
 def get_fallback_mode() -> str:
     """The current fallback mode."""
     return _C._get_fallback_mode()
+
+
+def native_kernels() -> List[str]:
+    """ATen ops (e.g. 'add.Tensor') that run as native my_asic kernels.
+
+    With a host-addressable runtime (the reference simulator) the hot ops of a
+    training step run ATen's CPU kernels directly on device memory and never
+    reach the fallback. Other runtimes report an empty list: their ops fall
+    back, or use the runtime's own kernels (kernel_pytorch.ops). Initialises
+    the device.
+    """
+    from kernel_pytorch.asic._lazy import _lazy_init
+
+    _lazy_init()
+    names, _ = _C._native_kernels()
+    return sorted(names)

@@ -117,6 +117,11 @@ void use_cpu_kernels_for_stubs() {
   use_cpu_kernel(maximum_stub);
   use_cpu_kernel(minimum_stub);
   use_cpu_kernel(logical_and_stub);
+  use_cpu_kernel(logical_not_stub);
+  use_cpu_kernel(bitwise_and_stub);
+  use_cpu_kernel(bitwise_or_stub);
+  use_cpu_kernel(bitwise_xor_stub);
+  use_cpu_kernel(nan_to_num_stub);
   use_cpu_kernel(mse_stub);
   use_cpu_kernel(addcmul_stub);
   use_cpu_kernel(addcdiv_stub);

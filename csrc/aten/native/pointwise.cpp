@@ -2,6 +2,11 @@
 // kernels on my_asic tensors (host_kernels.h).
 #include <ATen/ops/abs_native.h>
 #include <ATen/ops/add_native.h>
+#include <ATen/ops/bitwise_and_native.h>
+#include <ATen/ops/bitwise_or_native.h>
+#include <ATen/ops/bitwise_xor_native.h>
+#include <ATen/ops/logical_not_native.h>
+#include <ATen/ops/nan_to_num_native.h>
 #include <ATen/ops/addcdiv_native.h>
 #include <ATen/ops/addcmul_native.h>
 #include <ATen/ops/clamp_min_native.h>
@@ -100,6 +105,15 @@ void register_pointwise(Registrar& r) {
   all_forms<structured_gt_Tensor_out, T>(r, "gt.Tensor", "gt.Tensor_out", "gt_.Tensor");
   compare_scalar<structured_ge_Tensor_out>(r, "ge.Scalar", "ge.Scalar_out", "ge_.Scalar");
   all_forms<structured_ge_Tensor_out, T>(r, "ge.Tensor", "ge.Tensor_out", "ge_.Tensor");
+  all_forms<structured_bitwise_and_out, T>(r, "bitwise_and.Tensor", "bitwise_and.Tensor_out", "bitwise_and_.Tensor");
+  all_forms<structured_bitwise_or_out, T>(r, "bitwise_or.Tensor", "bitwise_or.Tensor_out", "bitwise_or_.Tensor");
+  all_forms<structured_bitwise_xor_out, T>(r, "bitwise_xor.Tensor", "bitwise_xor.Tensor_out", "bitwise_xor_.Tensor");
+  r.impl("logical_not", TORCH_FN((HostKernel<&at::native::logical_not>::call)));
+  r.impl("logical_not.out", TORCH_FN((HostKernel<&at::native::logical_not_out>::call)));
+  r.impl("logical_not_", TORCH_FN((HostKernel<&at::native::logical_not_>::call)));
+  r.impl("nan_to_num", TORCH_FN((HostKernel<&at::native::nan_to_num>::call)));
+  r.impl("nan_to_num.out", TORCH_FN((HostKernel<&at::native::nan_to_num_out>::call)));
+  r.impl("nan_to_num_", TORCH_FN((HostKernel<&at::native::nan_to_num_>::call)));
   all_forms<structured_isneginf_out>(r, "isneginf", "isneginf.out", nullptr);
   all_forms<structured_isposinf_out>(r, "isposinf", "isposinf.out", nullptr);
   using Where = at::Tensor (*)(T, T, T);

@@ -404,40 +404,26 @@ struct InplaceOp {
 };
 
 // Comparisons with a Scalar: their meta wraps the scalar in a CPU tensor of
-// the scalar's own dtype, which ATen's CPU loops would need cast. When the
-// comparison's dtype is the tensor's, the scalar is given that dtype up front
-// and the Tensor overload runs.
+// the scalar's own dtype, which ATen's CPU loops would need cast. The scalar
+// is given the comparison's dtype up front and the Tensor overload runs.
 template <class TensorImpl>
 struct CompareScalar {
   using Tensors = Op<TensorImpl, const at::Tensor&, const at::Tensor&>;
-  static std::optional<at::Tensor> as_tensor(const at::Tensor& self, const at::Scalar& other) {
-    if (at::native::result_type(self, other) != self.scalar_type()) {
-      return std::nullopt;
-    }
-    at::Tensor t = at::scalar_tensor(other, at::TensorOptions().dtype(self.scalar_type()));
+  // The scalar as a CPU 0-dim tensor of the comparison's dtype; the Tensor
+  // overload then casts `self` too where the CPU would.
+  static at::Tensor as_tensor(const at::Tensor& self, const at::Scalar& other) {
+    at::Tensor t = at::scalar_tensor(other, at::TensorOptions().dtype(at::native::result_type(self, other)));
     t.unsafeGetTensorImpl()->set_wrapped_number(true);
     return t;
   }
   static at::Tensor functional(const at::Tensor& self, const at::Scalar& other) {
-    if (auto t = as_tensor(self, other)) {
-      return Tensors::functional(self, *t);
-    }
-    return run_on_fallback<at::Tensor, const at::Tensor&, const at::Scalar&>(
-        reinterpret_cast<const void*>(&functional), self, other);
+    return Tensors::functional(self, as_tensor(self, other));
   }
   static at::Tensor& out(const at::Tensor& self, const at::Scalar& other, at::Tensor& result) {
-    if (auto t = as_tensor(self, other)) {
-      return Tensors::out(self, *t, result);
-    }
-    return run_on_fallback<at::Tensor&, const at::Tensor&, const at::Scalar&, at::Tensor&>(
-        reinterpret_cast<const void*>(&out), self, other, result);
+    return Tensors::out(self, as_tensor(self, other), result);
   }
   static at::Tensor& inplace(at::Tensor& self, const at::Scalar& other) {
-    if (auto t = as_tensor(self, other)) {
-      return InplaceOp<TensorImpl, const at::Tensor&>::inplace(self, *t);
-    }
-    return run_on_fallback<at::Tensor&, at::Tensor&, const at::Scalar&>(
-        reinterpret_cast<const void*>(&inplace), self, other);
+    return InplaceOp<TensorImpl, const at::Tensor&>::inplace(self, as_tensor(self, other));
   }
 };
 
