@@ -1,5 +1,7 @@
 #include "streams.h"
 
+#include "host_scope.h"
+
 #include <array>
 #include <atomic>
 #include <mutex>
@@ -114,6 +116,9 @@ void note_completed(DeviceStreams& ds, c10::StreamId id, uint64_t seen) {
 
 void note_work_submitted(const c10::Stream& stream) {
   streams_of(stream.device_index()).submitted[stream.id()].fetch_add(1, std::memory_order_release);
+  if (in_host_kernel()) {
+    synchronize_stream(stream); // host code reads the result next (host_scope.h)
+  }
 }
 
 void synchronize_stream(const c10::Stream& stream) {

@@ -14,6 +14,7 @@
 
 #include <ATen/native/Activation.h>
 #include <ATen/native/BinaryOps.h>
+#include <ATen/native/Copy.h>
 #include <ATen/native/Fill.h>
 #include <ATen/native/IndexKernel.h>
 #include <ATen/native/Lerp.h>
@@ -24,6 +25,7 @@
 #include <ATen/native/ReduceOps.h>
 #include <ATen/native/TensorCompare.h>
 #include <ATen/native/UnaryOps.h>
+#include <ATen/native/cpu/CatKernel.h>
 #include <ATen/native/cpu/SoftmaxKernel.h>
 
 #include <dlfcn.h>
@@ -179,6 +181,8 @@ void use_cpu_kernels_for_stubs() {
   use_cpu_kernel(bernoulli_tensor_stub);
   use_cpu_kernel(exponential_stub);
   // Pooling and softmax (their CPU impls name kCPU today; set for the day they don't).
+  use_cpu_kernel(cat_serial_stub);
+  use_cpu_kernel(copy_stub); // cat's non-serial path copies slices with it
   use_cpu_kernel(max_pool2d_kernel);
   use_cpu_kernel(max_pool2d_backward_kernel);
   use_cpu_kernel(softmax_lastdim_kernel);

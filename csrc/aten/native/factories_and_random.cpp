@@ -25,37 +25,37 @@ at::Generator engine(const Gen& gen, const at::Tensor& self) {
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, Gen gen) {
-  wait_for_stream_of(self);
+  const HostKernelScope scope(self);
   return at::native::normal_(self, mean, std, engine(gen, self));
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, Gen gen) {
-  wait_for_stream_of(self);
+  const HostKernelScope scope(self);
   return at::native::uniform_(self, from, to, engine(gen, self));
 }
 
 at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> to, Gen gen) {
-  wait_for_stream_of(self);
+  const HostKernelScope scope(self);
   return at::native::random_(self, from, to, engine(gen, self));
 }
 
 at::Tensor& random_to_(at::Tensor& self, int64_t to, Gen gen) {
-  wait_for_stream_of(self);
+  const HostKernelScope scope(self);
   return at::native::random_(self, to, engine(gen, self));
 }
 
 at::Tensor& random_(at::Tensor& self, Gen gen) {
-  wait_for_stream_of(self);
+  const HostKernelScope scope(self);
   return at::native::random_(self, engine(gen, self));
 }
 
 at::Tensor& bernoulli_float_(at::Tensor& self, double p, Gen gen) {
-  wait_for_stream_of(self);
+  const HostKernelScope scope(self);
   return at::native::bernoulli_(self, p, engine(gen, self));
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, Gen gen) {
-  wait_for_stream_of(self);
+  const HostKernelScope scope(self);
   return at::native::exponential_(self, lambd, engine(gen, self));
 }
 

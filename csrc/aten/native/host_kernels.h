@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../cpu_fallback.h"
+#include "../host_scope.h"
 #include "../runtime.h"
 #include "../streams.h"
 
@@ -80,14 +81,22 @@ inline void note_device(c10::DeviceIndex&, const T&) {}
 
 } // namespace detail
 
-// Waits for the current stream of the my_asic device the arguments live on:
-// the CPU kernel that follows runs on the host thread, in stream order.
-template <class... Args>
-void wait_for_stream_of(const Args&... args) {
-  c10::DeviceIndex device = -1;
-  (detail::note_device(device, args), ...);
-  wait_current_stream(device < 0 ? current_device() : device);
-}
+// Scope of one native kernel: waits for the current stream of the my_asic
+// device the arguments live on (the CPU kernel runs on the host thread, in
+// stream order), and while alive makes device work started from inside the
+// kernel synchronous (host_scope.h).
+class HostKernelScope {
+ public:
+  template <class... Args>
+  explicit HostKernelScope(const Args&... args) {
+    c10::DeviceIndex device = -1;
+    (detail::note_device(device, args), ...);
+    wait_current_stream(device < 0 ? current_device() : device);
+  }
+
+ private:
+  HostKernelDepth depth_;
+};
 
 // The operator a registered kernel serves, for its fallback path.
 void remember_operator(const void* kernel, const char* name);
@@ -120,15 +129,20 @@ class Registrar {
   std::vector<std::string> registered_;
 };
 
+// Runs the call through a boxed kernel instead of `kernel`: the counted CPU
+// fallback for the argument combinations ATen's CPU loops only take after a
+// CPU-only step (mixed dtypes, which TensorIterator casts for CPU tensors
+// alone), or host aliases where a CPU kernel must see CPU tensors.
+template <c10::BoxedKernel::BoxedKernelFunction* boxed, class R, class... A>
+R run_boxed(const void* kernel, A... args) {
+  static const c10::BoxedKernel k = c10::BoxedKernel::makeFromFunction<boxed>();
+  return c10::impl::BoxedKernelWrapper<R(A...)>::call(
+      k, operator_of(kernel), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), std::forward<A>(args)...);
+}
 
-// Runs the call on the counted CPU fallback instead of `kernel`: for the
-// argument combinations ATen's CPU loops only take after a CPU-only step
-// (mixed dtypes, which TensorIterator casts for CPU tensors alone).
 template <class R, class... A>
 R run_on_fallback(const void* kernel, A... args) {
-  static const c10::BoxedKernel fallback = c10::BoxedKernel::makeFromFunction<&run_cpu_fallback>();
-  return c10::impl::BoxedKernelWrapper<R(A...)>::call(
-      fallback, operator_of(kernel), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), std::forward<A>(args)...);
+  return run_boxed<&run_cpu_fallback, R, A...>(kernel, std::forward<A>(args)...);
 }
 
 // One registration function per op family (one file each).
@@ -146,7 +160,7 @@ struct HostKernel;
 template <auto fn, class R, class... A>
 struct HostKernel<fn, R(A...)> {
   static R call(A... args) {
-    wait_for_stream_of(args...);
+    const HostKernelScope scope(args...);
     return fn(std::forward<A>(args)...);
   }
 };

@@ -21,14 +21,14 @@ void run_cat(Wrapper& op, const at::ITensorListRef& tensors, int64_t dim) {
 }
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
-  wait_for_stream_of(tensors);
+  const HostKernelScope scope(tensors);
   structured::Functional<structured_cat_out_cpu, 1> op;
   run_cat(op, tensors, dim);
   return op.take(0);
 }
 
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
-  wait_for_stream_of(tensors, out);
+  const HostKernelScope scope(tensors, out);
   structured::Given<structured_cat_out_cpu, 1, false> op(out);
   run_cat(op, tensors, dim);
   op.finish();

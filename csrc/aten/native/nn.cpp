@@ -30,7 +30,7 @@ at::OptionalTensorRef ref(OptT t) {
 
 std::tuple<at::Tensor, at::Tensor> nll_loss_forward(
     T self, T target, OptT weight, int64_t reduction, c10::SymInt ignore_index) {
-  wait_for_stream_of(self, target, weight);
+  const HostKernelScope scope(self, target, weight);
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   structured::Functional<structured_nll_loss_forward_out_cpu, 2> op;
   op.meta(self, target, ref(weight), reduction, ignore);
@@ -41,7 +41,7 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(
 std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(
     T self, T target, OptT weight, int64_t reduction, c10::SymInt ignore_index, at::Tensor& output,
     at::Tensor& total_weight) {
-  wait_for_stream_of(self, target, weight, output, total_weight);
+  const HostKernelScope scope(self, target, weight, output, total_weight);
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   structured::Given<structured_nll_loss_forward_out_cpu, 2, false> op(output, total_weight);
   op.meta(self, target, ref(weight), reduction, ignore);
@@ -52,7 +52,7 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(
 
 at::Tensor nll_loss_backward(
     T grad_output, T self, T target, OptT weight, int64_t reduction, c10::SymInt ignore_index, T total_weight) {
-  wait_for_stream_of(grad_output, self, target, weight, total_weight);
+  const HostKernelScope scope(grad_output, self, target, weight, total_weight);
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   structured::Functional<structured_nll_loss_backward_out_cpu, 1> op;
   op.meta(grad_output, self, target, ref(weight), reduction, ignore, total_weight);
@@ -63,7 +63,7 @@ at::Tensor nll_loss_backward(
 at::Tensor& nll_loss_backward_out(
     T grad_output, T self, T target, OptT weight, int64_t reduction, c10::SymInt ignore_index, T total_weight,
     at::Tensor& grad_input) {
-  wait_for_stream_of(grad_output, self, target, weight, total_weight, grad_input);
+  const HostKernelScope scope(grad_output, self, target, weight, total_weight, grad_input);
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   structured::Given<structured_nll_loss_backward_out_cpu, 1, false> op(grad_input);
   op.meta(grad_output, self, target, ref(weight), reduction, ignore, total_weight);
@@ -74,21 +74,21 @@ at::Tensor& nll_loss_backward_out(
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
     T input, c10::SymIntArrayRef normalized_shape, OptT weight, OptT bias, double eps) {
-  wait_for_stream_of(input, weight, bias);
+  const HostKernelScope scope(input, weight, bias);
   return at::native::layer_norm_cpu(input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, bias, eps);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     T grad_out, T input, c10::SymIntArrayRef normalized_shape, T mean, T rstd, OptT weight, OptT bias,
     std::array<bool, 3> output_mask) {
-  wait_for_stream_of(grad_out, input, mean, rstd, weight, bias);
+  const HostKernelScope scope(grad_out, input, mean, rstd, weight, bias);
   return at::native::layer_norm_backward_cpu(
       grad_out, input, C10_AS_INTARRAYREF_SLOW(normalized_shape), mean, rstd, weight, bias, output_mask);
 }
 
 at::Tensor embedding_dense_backward(
     T grad_output, T indices, c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq) {
-  wait_for_stream_of(grad_output, indices);
+  const HostKernelScope scope(grad_output, indices);
   return at::native::embedding_dense_backward_cpu(
       grad_output, indices, num_weights.guard_int(__FILE__, __LINE__), padding_idx.guard_int(__FILE__, __LINE__),
       scale_grad_by_freq);

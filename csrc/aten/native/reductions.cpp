@@ -41,7 +41,7 @@ void mean_into(const at::Tensor& self, Dims dim, bool keepdim, Dtype dtype, at::
 }
 
 at::Tensor mean_dim(const at::Tensor& self, Dims dim, bool keepdim, Dtype dtype) {
-  wait_for_stream_of(self);
+  const HostKernelScope scope(self);
   structured::Functional<at::native::structured_mean_out, 1> op;
   op.meta(self, dim, keepdim, dtype); // checks and the output's shape and dtype
   at::Tensor result = op.take(0);
@@ -50,7 +50,7 @@ at::Tensor mean_dim(const at::Tensor& self, Dims dim, bool keepdim, Dtype dtype)
 }
 
 at::Tensor& mean_out(const at::Tensor& self, Dims dim, bool keepdim, Dtype dtype, at::Tensor& result) {
-  wait_for_stream_of(self, result);
+  const HostKernelScope scope(self, result);
   structured::Given<at::native::structured_mean_out, 1, false> op(result);
   op.meta(self, dim, keepdim, dtype);
   at::Tensor target = op.maybe_get_output(0);

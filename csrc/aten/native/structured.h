@@ -345,7 +345,7 @@ struct Op {
 
  private:
   static std::optional<at::Tensor> try_run(at::ScalarType* common, Args... args) {
-    wait_for_stream_of(args...);
+    const HostKernelScope scope(args...);
     structured::Functional<Impl, 1> op;
     op.meta(args...);
     if (!op.loops_accept_dtypes()) {
@@ -356,7 +356,7 @@ struct Op {
     return op.take(0);
   }
   static bool try_run_out(at::ScalarType* common, Args... args, at::Tensor& result) {
-    wait_for_stream_of(args..., result);
+    const HostKernelScope scope(args..., result);
     structured::Given<Impl, 1, false> op(result);
     op.meta(args...);
     if (!op.loops_accept_dtypes()) {
@@ -390,7 +390,7 @@ struct InplaceOp {
 
  private:
   static bool try_run(at::ScalarType* common, at::Tensor& self, Rest... rest) {
-    wait_for_stream_of(self, rest...);
+    const HostKernelScope scope(self, rest...);
     structured::Given<Impl, 1, true> op(self);
     op.meta(self, rest...);
     if (!op.loops_accept_dtypes()) {
@@ -431,14 +431,14 @@ struct CompareScalar {
 template <class Impl, class... Args>
 struct Op2 {
   static std::tuple<at::Tensor, at::Tensor> functional(Args... args) {
-    wait_for_stream_of(args...);
+    const HostKernelScope scope(args...);
     structured::Functional<Impl, 2> op;
     op.meta(args...);
     op.impl(args..., op.maybe_get_output(0), op.maybe_get_output(1));
     return {op.take(0), op.take(1)};
   }
   static std::tuple<at::Tensor&, at::Tensor&> out(Args... args, at::Tensor& a, at::Tensor& b) {
-    wait_for_stream_of(args..., a, b);
+    const HostKernelScope scope(args..., a, b);
     structured::Given<Impl, 2, false> op(a, b);
     op.meta(args...);
     op.impl(args..., op.maybe_get_output(0), op.maybe_get_output(1));
