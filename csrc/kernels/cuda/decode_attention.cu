@@ -7,8 +7,8 @@
 // is read from memory once for the whole group.
 //
 // The block streams its part of the cache through shared memory in tiles of
-// TILE rows (16 KB of K and as much of V), double-buffered with cp.async so
-// the next tile is in flight while this one is computed. Each warp owns
+// TILE rows (16 KB of K and as much of V), kStages deep with cp.async so
+// the next tiles are in flight while this one is computed. Each warp owns
 // TILE / 4 rows of every tile and keeps its own online-softmax state (running
 // max, sum and output accumulators per head), so a tile needs no block-wide
 // barrier beyond the copy pipeline's:
@@ -22,8 +22,8 @@
 // one split, the block writes its (max, sum, unnormalised output) to a
 // float32 workspace and a small second kernel combines the splits.
 //
-// Launch configuration: `split` cache splits (0: enough blocks to fill the
-// GPU about four times over); `threads` is fixed at 128.
+// Launch configuration: `split` cache splits (0: about two blocks per
+// multiprocessor); `threads` is fixed at 128.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
 
@@ -33,7 +33,14 @@ namespace {
 constexpr float kNegInf = -__builtin_huge_valf();
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kStages = 2;
+// Copy stages: two (one tile loads while one is computed; ~74 KB of shared
+// memory per block for bf16, head_dim 128, three blocks per multiprocessor).
+// Three or more stages measured no faster on the H200: the loop is bound by
+// memory bandwidth, not latency, once two blocks share a multiprocessor.
+#ifndef KP_DECODE_STAGES
+#define KP_DECODE_STAGES 2
+#endif
+constexpr int kStages = KP_DECODE_STAGES;
 
 // head_dim rounded up to the kernel's padded width; 0: unsupported.
 inline int padded_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0; }
@@ -86,7 +93,9 @@ __host__ __device__ constexpr int smem_bytes() {
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  // The L2::128B prefetch hint measured 2-3% more bandwidth than none or
+  // L2::256B on the H200.
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
 #else
   *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
 #endif
@@ -103,6 +112,71 @@ __device__ __forceinline__ void cp_async_wait() {
 #endif
 }
 
+// What one block works on: sequence b, kv head kvh, query heads h0 ..
+// h0 + nheads - 1, cache rows [start, end) of split `split`.
+struct BlockWork {
+  int64_t b, kvh, h0, start, end;
+  int nheads, split;
+};
+
+template <int G>
+__device__ __forceinline__ BlockWork block_work(const kpdrDecodeAttentionArgs& a, int64_t chunk) {
+  BlockWork w;
+  w.b = blockIdx.z;
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t groups_per_kv = (group + G - 1) / G;
+  w.kvh = blockIdx.y / groups_per_kv;
+  w.h0 = w.kvh * group + (blockIdx.y % groups_per_kv) * G;
+  const int64_t left = w.kvh * group + group - w.h0;
+  w.nheads = static_cast<int>(left < G ? left : G);
+  w.split = blockIdx.x;
+  // Lengths above the cache length are clamped to it; lengths < 1 leave
+  // nothing to attend to and give 0, as the reference does for masked rows.
+  int64_t len = a.lengths != nullptr ? a.lengths[w.b] : a.cache_len;
+  len = len > a.cache_len ? a.cache_len : len;
+  w.start = w.split * chunk;
+  w.end = w.start + chunk < len ? w.start + chunk : len;
+  return w;
+}
+
+// The end of a block: the warps' (max, sum, output) states, already in
+// shared memory (mo [kWarps][G][DP], mm and ml [kWarps][G], max in natural-log
+// units), merged into the block's result: the output itself with one split,
+// else the split's partial triple for combine_kernel.
+template <typename T, int DP, int G>
+__device__ __forceinline__ void write_block_result(const kpdrDecodeAttentionArgs& a, const float* mo, const float* mm,
+                                                   const float* ml, int nheads, int64_t b, int64_t h0, int split,
+                                                   int splits, float* partial_o, float* partial_ml) {
+  const int D = static_cast<int>(a.head_dim);
+  __syncthreads();
+  for (int i = threadIdx.x; i < nheads * D; i += kThreads) {
+    const int g = i / D, d = i % D;
+    float big = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, mm[w * G + g]);
+    float num = 0.f, den = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = mm[w * G + g];
+      const float f = mw == kNegInf ? 0.f : exp_for<T>(mw - big);
+      num += f * mo[(w * G + g) * DP + d];
+      den += f * ml[w * G + g];
+    }
+    const int64_t h = h0 + g;
+    if (splits == 1) {
+      T* out = static_cast<T*>(a.out) + b * a.out_stride[0] + h * a.out_stride[1];
+      out[d] = from_f<T>(den > 0.f ? num / den : 0.f);
+    } else {
+      partial_o[((b * a.heads + h) * splits + split) * D + d] = num;
+      if (d == 0) {
+        float* pml = partial_ml + ((b * a.heads + h) * splits + split) * 2;
+        pml[0] = big;
+        pml[1] = den;
+      }
+    }
+  }
+}
+
 // ASYNC: rows are 16-byte aligned and head_dim is a whole number of chunks,
 // so tiles are copied with cp.async; otherwise element by element.
 template <typename T, int DP, int G, bool ASYNC>
@@ -117,21 +191,10 @@ decode_attention_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, fl
   float* p_sh = q_sh + G * DP;                                     // [kWarps][32][G]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int64_t b = blockIdx.z;
-  const int64_t group = a.heads / a.kv_heads;
-  const int64_t groups_per_kv = (group + G - 1) / G;
-  const int64_t kvh = blockIdx.y / groups_per_kv;
-  const int64_t h0 = kvh * group + (blockIdx.y % groups_per_kv) * G;
-  const int64_t left = kvh * group + group - h0;
-  const int nheads = static_cast<int>(left < G ? left : G);
-  const int split = blockIdx.x;
+  const BlockWork w = block_work<G>(a, chunk);
+  const int64_t b = w.b, kvh = w.kvh, h0 = w.h0, start = w.start, end = w.end;
+  const int nheads = w.nheads, split = w.split;
   const int D = static_cast<int>(a.head_dim);
-  // Lengths above the cache length are clamped to it; lengths < 1 leave
-  // nothing to attend to and give 0, as the reference does for masked rows.
-  int64_t len = a.lengths != nullptr ? a.lengths[b] : a.cache_len;
-  len = len > a.cache_len ? a.cache_len : len;
-  const int64_t start = split * chunk;
-  const int64_t end = start + chunk < len ? start + chunk : len;
 
   // Queries of the group, pre-scaled, zero beyond head_dim and nheads.
   for (int i = tid; i < G * DP; i += kThreads) {
@@ -292,33 +355,236 @@ decode_attention_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, fl
       ml[warp * G + g] = lw;
     }
   }
-  __syncthreads();
-  for (int i = tid; i < nheads * D; i += kThreads) {
-    const int g = i / D, d = i % D;
-    float big = kNegInf;
+  write_block_result<T, DP, G>(a, mo, mm, ml, nheads, b, h0, split, splits, partial_o, partial_ml);
+}
+
+// ------------------------------------------------------------ tensor cores
+// For 16-bit caches (sm_80+, head_dim <= 128, 16-byte aligned rows) both
+// products run on the tensor cores (mma.sync m16n8k16, float32 accumulate),
+// which removes the scalar kernel's instruction bottleneck: the group's G <= 8
+// query heads are the 16 rows of the A operand (rows G..15 zero), so
+//   scores^T [head, row] = Q [head, d] . K^T [d, row]   (K tile via ldmatrix)
+//   out [head, d]       += P [head, row] . V [row, d]     (V via ldmatrix.trans)
+// and the scores' accumulator fragment is already the A fragment of P.
+
+template <typename T> struct MmaOp;
+template <> struct MmaOp<__nv_bfloat16> {
+  __device__ __forceinline__ static void run(float c[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+#endif
+  }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+template <> struct MmaOp<__half> {
+  __device__ __forceinline__ static void run(float c[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+#endif
+  }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  if constexpr (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+  }
+#endif
+}
+
+// Fragment layout of m16n8k16 (lane = 4 * quad_row + quad_col): A holds
+// rows quad_row (a0, a2) and quad_row + 8 (a1, a3, zero here), columns
+// 2 * quad_col + {0, 1} (a0) and + 8 (a2); B holds k = 2 * quad_col + {0, 1}
+// (b0) and + 8 (b1) of column quad_row; C holds row quad_row (c0, c1) and
+// quad_row + 8 (c2, c3) at columns 2 * quad_col + {0, 1}.
+template <typename T, int DP, int G>
+__global__ void __launch_bounds__(kThreads)
+decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, float* partial_o,
+                            float* partial_ml) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using TL = Tiling<T, DP>;
+  using Op = MmaOp<T>;
+  constexpr int TILE = TL::kTile, RW = TL::kRowsPerWarp, E = TL::kE, RS = TL::kRowStride;
+  constexpr int NS = RW / 8;   // score fragments (8 rows each) per warp and tile
+  constexpr int KD = DP / 16;  // k steps over head_dim
+  constexpr int NO = DP / 8;   // output fragments (8 columns each)
+  static_assert(RW % 16 == 0 && G <= 8, "mma tiling");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* stages = smem_raw;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int qr = lane >> 2, qc = lane & 3;  // quad row (head) and column
+  const BlockWork w = block_work<G>(a, chunk);
+  const int64_t b = w.b, kvh = w.kvh, h0 = w.h0, start = w.start, end = w.end;
+  const int D = static_cast<int>(a.head_dim);
+
+  // A fragments of this lane's head (row qr), unscaled: the scale is applied
+  // to the float32 scores.
+  uint32_t qa[KD][2];
+  {
+    const T* qp = static_cast<const T*>(a.q) + b * a.q_stride[0] + (h0 + qr) * a.q_stride[1];
+    const bool head = qr < w.nheads;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, mm[w * G + g]);
-    float num = 0.f, den = 0.f;
+    for (int kk = 0; kk < KD; ++kk) {
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float mw = mm[w * G + g];
-      const float f = mw == kNegInf ? 0.f : exp_for<T>(mw - big);
-      num += f * mo[(w * G + g) * DP + d];
-      den += f * ml[w * G + g];
-    }
-    const int64_t h = h0 + g;
-    if (splits == 1) {
-      T* out = static_cast<T*>(a.out) + b * a.out_stride[0] + h * a.out_stride[1];
-      out[d] = from_f<T>(den > 0.f ? num / den : 0.f);
-    } else {
-      partial_o[((b * a.heads + h) * splits + split) * D + d] = num;
-      if (d == 0) {
-        float* pml = partial_ml + ((b * a.heads + h) * splits + split) * 2;
-        pml[0] = big;
-        pml[1] = den;
+      for (int half = 0; half < 2; ++half) {
+        const int d = kk * 16 + half * 8 + 2 * qc;
+        const float lo = head && d < D ? to_f(qp[d]) : 0.f;
+        const float hi = head && d + 1 < D ? to_f(qp[d + 1]) : 0.f;
+        qa[kk][half] = Op::pack(lo, hi);
       }
     }
   }
+  if (D < DP) {
+    for (int i = tid; i < kStages * 2 * TILE * (DP - D); i += kThreads) {
+      const int row = i / (DP - D), d = D + i % (DP - D);
+      reinterpret_cast<T*>(stages + row * RS)[d] = from_f<T>(0.f);
+    }
+  }
+
+  const T* kbase = static_cast<const T*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
+  const T* vbase = static_cast<const T*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
+  const int64_t kst = a.k_stride[2], vst = a.v_stride[2];
+  auto load_tile = [&](int64_t t0, int st) {
+    unsigned char* ks = stages + st * TL::kStageBytes;
+    unsigned char* vs = ks + TILE * RS;
+    const int cpr = D / E;
+    for (int i = tid; i < TILE * TL::kChunks; i += kThreads) {
+      const int r = i / TL::kChunks, c = i % TL::kChunks;
+      const int64_t t = t0 + r;
+      if (c < cpr) {
+        if (t < end) {
+          cp_async16(ks + r * RS + c * 16, kbase + t * kst + c * E);
+          cp_async16(vs + r * RS + c * 16, vbase + t * vst + c * E);
+        } else {
+          // Rows past the end get probability 0, but 0 * (stale NaN) is NaN
+          // inside the product: give them zeros.
+          *reinterpret_cast<uint4*>(vs + r * RS + c * 16) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+  };
+
+  // Online softmax state of head qr (log2 units), output fragments.
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale2 = a.scale * kLog2e;
+  float m = kNegInf, l = 0.f;
+  float acc[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+
+  const int64_t ntiles = end > start ? (end - start + TILE - 1) / TILE : 0;
+  __syncthreads();
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < ntiles) load_tile(start + st * TILE, st);
+    cp_async_commit();
+  }
+  for (int64_t it = 0; it < ntiles; ++it) {
+    const int64_t t0 = start + it * TILE;
+    if (it + kStages - 1 < ntiles) load_tile(t0 + (kStages - 1) * TILE, static_cast<int>((it + kStages - 1) % kStages));
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    const unsigned char* ks = stages + static_cast<int>(it % kStages) * TL::kStageBytes + warp * RW * RS;
+    const unsigned char* vs = ks + TILE * RS;
+    const int64_t row0 = t0 + warp * RW;  // cache row of this warp's first tile row
+
+    // Scores: NS fragments of 8 rows.
+    float sc[NS][2];
+    float mt = kNegInf;
+#pragma unroll
+    for (int n = 0; n < NS; ++n) {
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int kk = 0; kk < KD; kk += 2) {
+        uint32_t kb[4];  // b0, b1 of k step kk, then of kk + 1
+        ldmatrix_x4<false>(kb, ks + (n * 8 + (lane & 7)) * RS + (kk * 16 + (lane >> 3) * 8) * 2);
+        Op::run(c, qa[kk][0], qa[kk][1], kb[0], kb[1]);
+        Op::run(c, qa[kk + 1][0], qa[kk + 1][1], kb[2], kb[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool valid = row0 + n * 8 + 2 * qc + e < end;
+        sc[n][e] = valid ? c[e] * scale2 : kNegInf;
+        mt = fmaxf(mt, sc[n][e]);
+      }
+    }
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+    const float m_new = fmaxf(m, mt);
+    const float m_safe = m_new == kNegInf ? 0.f : m_new;
+    const float alpha = exp2f(m - m_safe);
+    m = m_new;
+    l *= alpha;
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      acc[n][0] *= alpha;
+      acc[n][1] *= alpha;
+    }
+    uint32_t pa[NS][1];
+#pragma unroll
+    for (int n = 0; n < NS; ++n) {
+      const float p0 = exp2f(sc[n][0] - m_safe), p1 = exp2f(sc[n][1] - m_safe);
+      l += p0 + p1;
+      pa[n][0] = Op::pack(p0, p1);
+    }
+    // p * v: RW / 16 k steps of 16 rows.
+#pragma unroll
+    for (int kt = 0; kt < RW / 16; ++kt) {
+#pragma unroll
+      for (int n = 0; n < NO; n += 2) {
+        uint32_t vb[4];  // b0, b1 of output fragment n, then of n + 1
+        ldmatrix_x4<true>(vb, vs + (kt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + (n * 8 + (lane >> 4) * 8) * 2);
+        Op::run(acc[n], pa[2 * kt][0], pa[2 * kt + 1][0], vb[0], vb[1]);
+        Op::run(acc[n + 1], pa[2 * kt][0], pa[2 * kt + 1][0], vb[2], vb[3]);
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  float* mo = reinterpret_cast<float*>(stages);  // [kWarps][G][DP]
+  float* mm = mo + kWarps * G * DP;              // [kWarps][G] max (natural log units)
+  float* ml = mm + kWarps * G;                   // [kWarps][G] sum
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (qr < G) {
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      mo[(warp * G + qr) * DP + n * 8 + 2 * qc] = acc[n][0];
+      mo[(warp * G + qr) * DP + n * 8 + 2 * qc + 1] = acc[n][1];
+    }
+    if (qc == 0) {
+      mm[warp * G + qr] = m == kNegInf ? kNegInf : m * 0.6931471805599453f;
+      ml[warp * G + qr] = l;
+    }
+  }
+  write_block_result<T, DP, G>(a, mo, mm, ml, w.nheads, b, h0, w.split, splits, partial_o, partial_ml);
+#endif
 }
 
 // out[b, h] = sum_s exp(m_s - M) o_s / sum_s exp(m_s - M) l_s
@@ -353,6 +619,19 @@ bool copies_async(const kpdrDecodeAttentionArgs& a) {
   return ok;
 }
 
+// Whether the current device has the m16n8k16 tensor-core instructions (sm_80+).
+bool has_mma() {
+  static int majors[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (majors[dev] == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    majors[dev] = major;
+  }
+  return majors[dev] >= 8;
+}
+
 int heads_per_block(const kpdrDecodeAttentionArgs& a) {
   const int64_t group = a.heads / a.kv_heads;
   return group >= 8 ? 8 : group >= 4 ? 4 : group >= 2 ? 2 : 1;
@@ -371,10 +650,11 @@ int choose_splits(const kpdrDecodeAttentionArgs& a, int requested) {
   if (s <= 0) {
     const int64_t group = a.heads / a.kv_heads;
     const int64_t blocks = a.batch * a.kv_heads * ceil_div(group, heads_per_block(a));
-    // About four blocks per multiprocessor (two or three are resident at a
-    // time), but no split shorter than a few tiles: combining would cost more
-    // than it gains.
-    s = ceil_div(4 * sm_count(), std::max<int64_t>(1, blocks));
+    // About two blocks per multiprocessor, in one wave: measured on the H200
+    // (B=8, Hkv=8, bf16), a partial second wave (e.g. 512 blocks where 396 are
+    // resident) costs up to 25%, and more blocks per SM gain nothing. No split
+    // shorter than a few tiles: combining would cost more than it gains.
+    s = std::max<int64_t>(1, 2 * sm_count() / std::max<int64_t>(1, blocks));
     s = std::min<int64_t>(s, std::max<int64_t>(1, a.cache_len / (4 * tile)));
   }
   return static_cast<int>(std::min<int64_t>({s, max_splits, 256}));
@@ -388,6 +668,9 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
   const dim3 grid(splits, static_cast<unsigned>(a.kv_heads * ceil_div(group, G)), static_cast<unsigned>(a.batch));
   constexpr int smem = smem_bytes<T, DP, G>();
   auto kernel = decode_attention_kernel<T, DP, G, ASYNC>;
+  if constexpr (sizeof(T) == 2 && DP <= 128 && ASYNC) {
+    if (has_mma()) kernel = decode_attention_mma_kernel<T, DP, G>;
+  }
   // Above 48 KB of dynamic shared memory a kernel must opt in (not a stream
   // operation: allowed during graph capture).
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
