@@ -37,6 +37,7 @@ constexpr int kWarps = kThreads / 32;
 // memory per block for bf16, head_dim 128, three blocks per multiprocessor).
 // Three or more stages measured no faster on the H200: the loop is bound by
 // memory bandwidth, not latency, once two blocks share a multiprocessor.
+// (-DKP_DECODE_STAGES=N builds another depth, for such measurements.)
 #ifndef KP_DECODE_STAGES
 #define KP_DECODE_STAGES 2
 #endif
