@@ -20,10 +20,18 @@ def source_tree_without_extension(tmp_path):
     return tmp_path
 
 
+def _installed_package_paths():
+    """This interpreter's import path without the source tree: where torch and the other
+    installed packages live (a virtual environment's system site-packages included)."""
+    root = os.path.realpath(REPO_ROOT)
+    return [p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) != root]
+
+
 # An editable install's finder (installed by a .pth file) would lend the copy the real
-# package's _C; a regular install has no such finder.  -S skips .pth files, and the
-# site-packages directory is then added by hand, so the copy meets a regular install.
-_AS_REGULAR_INSTALL = "import sys, sysconfig; sys.path.append(sysconfig.get_paths()['purelib'])\n"
+# package's _C; a regular install has no such finder.  -S skips .pth files (and with them
+# site's own additions), and this process's package directories are then added by hand,
+# so the copy meets a regular install wherever torch is installed.
+_AS_REGULAR_INSTALL = f"import sys; sys.path.extend({_installed_package_paths()!r})\n"
 
 
 def _run(code, cwd):

@@ -1,227 +1,591 @@
 // Decode attention (one query token per sequence over its KV cache) with
-// grouped-query attention and flash-decoding.
+// grouped-query attention, flash-decoding style.
 //
-// One block handles one (sequence, kv head, split of the cache length) and up
-// to GMAX query heads of that kv head's group, so every cached key and value
-// row is read from memory once for the whole group. Within a block, a "slot"
-// of L lanes (L * VEC * NV >= head_dim) owns one cache row at a time: each
-// tile of the cache is processed in three steps separated by barriers:
-//   1. K and V rows of the tile are loaded (all loads issued first, so many
-//      bytes are in flight), scores q.k * scale go to shared memory;
-//   2. one warp per query head updates the running max and sum of the online
-//      softmax and turns the tile's scores into probabilities;
-//   3. each slot rescales its output accumulators and adds p * v.
-// With more than one split, partial (max, sum, unnormalised output) triples go
-// to a float32 workspace and a second kernel combines them.
+// Grid: (cache splits, kv heads x head groups, batch). One block of 128
+// threads handles one (sequence, kv head, split of the cache length) and up to
+// GMAX query heads of that kv head's group, so every cached key and value row
+// is read from memory once for the whole group.
 //
-// Launch configuration: `threads` per block (64..256), `split` cache splits
-// (0: enough blocks to fill the GPU about twice).
+// The block streams its part of the cache through shared memory in tiles of
+// TILE rows (16 KB of K and as much of V), kStages deep with cp.async so
+// the next tiles are in flight while this one is computed. Each warp owns
+// TILE / 4 rows of every tile and keeps its own online-softmax state (running
+// max, sum and output accumulators per head), so a tile needs no block-wide
+// barrier beyond the copy pipeline's:
+//   - scores: LPR = TILE / 64 lanes own one cache row and compute its full
+//     dot products with the group's queries (held in shared memory, float32,
+//     pre-scaled) from 16-byte reads, then one log2(LPR)-step reduction;
+//   - softmax: one warp max per head per tile, probabilities to shared memory;
+//   - p * v: the warp walks its rows, every lane owning head_dim / 32 output
+//     columns of every head.
+// The four warps' states are merged at the end of the block; with more than
+// one split, the block writes its (max, sum, unnormalised output) to a
+// float32 workspace and a small second kernel combines the splits.
+//
+// Launch configuration: `split` cache splits (0: about two blocks per
+// multiprocessor); `threads` is fixed at 128.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
 
 namespace kp::cuda {
 namespace {
 
-// Cache rows per slot per tile: as many loads in flight as registers allow.
-__host__ __device__ constexpr int unroll_for(int gmax, int nv) {
-  return gmax * nv >= 16 ? 2 : gmax * nv >= 8 ? 4 : 8;
-}
 constexpr float kNegInf = -__builtin_huge_valf();
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+// Copy stages: two (one tile loads while one is computed; ~74 KB of shared
+// memory per block for bf16, head_dim 128, three blocks per multiprocessor).
+// Three or more stages measured no faster on the H200: the loop is bound by
+// memory bandwidth, not latency, once two blocks share a multiprocessor.
+// (-DKP_DECODE_STAGES=N builds another depth, for such measurements.)
+#ifndef KP_DECODE_STAGES
+#define KP_DECODE_STAGES 2
+#endif
+constexpr int kStages = KP_DECODE_STAGES;
 
-struct Shape {
-  int vec, lanes, nv, gmax;
+// head_dim rounded up to the kernel's padded width; 0: unsupported.
+inline int padded_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0; }
+
+template <typename T, int DP>
+struct Tiling {
+  static constexpr int kRowBytes = DP * static_cast<int>(sizeof(T));
+  static constexpr int kE = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte chunk
+  static constexpr int kChunks = kRowBytes / 16;                // chunks per row
+  // About 16 KB of K (and as much of V) per tile.
+  static constexpr int kTile = 16384 / kRowBytes;               // 16..128 rows
+  static constexpr int kLpr = kThreads / kTile;                 // lanes per row for the scores
+  static constexpr int kRowsPerWarp = kTile / kWarps;
+  // One 16-byte chunk of padding per row plus the chunk order of chunk()
+  // keep the row-per-lane-group reads free of bank conflicts.
+  static constexpr int kRowStride = kRowBytes + 16;             // bytes
+  static constexpr int kStageBytes = 2 * kTile * kRowStride;    // K then V
+  static constexpr int kNpl = DP / 32;                          // output columns per lane
+  static constexpr int kChunksPerLane = kChunks / kLpr;         // 8
+  static_assert(kLpr >= 1 && kLpr <= 8 && kChunksPerLane == 8, "tiling");
+  // The j-th chunk read by lane `sub` of a row's lane group. A quarter warp
+  // (8 lanes, one shared-memory wavefront of 16-byte reads) covers 8 / kLpr
+  // rows r and kLpr lanes; with rows kRowBytes + 16 apart, a chunk c of row r
+  // lands in 16-byte bank group (r + c) mod 8, and rotating each lane's chunks
+  // by sub * 8 / kLpr makes those 8 groups distinct.
+  __device__ __forceinline__ static int chunk(int sub, int j) {
+    return sub * kChunksPerLane + ((j + sub * (8 / kLpr)) & 7);
+  }
 };
 
-__host__ __device__ constexpr int tile_rows(int threads, int lanes, int gmax, int nv) {
-  return (threads / lanes) * unroll_for(gmax, nv);
+template <int G, int DP>
+__host__ __device__ constexpr int extra_smem_bytes() {
+  // q [G][DP] float32, probabilities [kWarps][rows per warp <= 32][G].
+  return static_cast<int>(sizeof(float)) * (G * DP + kWarps * 32 * G);
 }
 
-template <typename T, int VEC, int L, int NV, int GMAX>
-__global__ void decode_attention_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk,
-                                        float* partial_o, float* partial_ml) {
-  constexpr int ROW = L * NV * VEC;
-  constexpr int SLOTS_PER_WARP = 32 / L;
-  constexpr int kUnroll = unroll_for(GMAX, NV);
-  extern __shared__ float smem[];
-  const int nslots = (blockDim.x / 32) * SLOTS_PER_WARP;
-  const int tile = nslots * kUnroll;
-  float* s_sh = smem;                    // [GMAX][tile] scores, then probabilities
-  float* o_sh = s_sh + GMAX * tile;      // [GMAX][ROW] output of the block
-  float* m_sh = o_sh + GMAX * ROW;       // [GMAX] running max
-  float* l_sh = m_sh + GMAX;             // [GMAX] running sum
-  float* alpha_sh = l_sh + GMAX;         // [GMAX] rescale factor of this tile
+// The copy stages, which the warps' merge at the end reuses.
+template <typename T, int DP, int G>
+__host__ __device__ constexpr int stage_area_bytes() {
+  constexpr int merge = static_cast<int>(sizeof(float)) * kWarps * G * (DP + 2);
+  constexpr int stages = kStages * Tiling<T, DP>::kStageBytes;
+  return stages > merge ? stages : merge;
+}
 
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int slot = warp * SLOTS_PER_WARP + lane / L, sub = lane % L;
-  const int64_t b = blockIdx.z;
+template <typename T, int DP, int G>
+__host__ __device__ constexpr int smem_bytes() {
+  return stage_area_bytes<T, DP, G>() + extra_smem_bytes<G, DP>();
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  // The L2::128B prefetch hint measured 2-3% more bandwidth than none or
+  // L2::256B on the H200.
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#else
+  *reinterpret_cast<uint4*>(smem) = *reinterpret_cast<const uint4*>(gmem);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// What one block works on: sequence b, kv head kvh, query heads h0 ..
+// h0 + nheads - 1, cache rows [start, end) of split `split`.
+struct BlockWork {
+  int64_t b, kvh, h0, start, end;
+  int nheads, split;
+};
+
+template <int G>
+__device__ __forceinline__ BlockWork block_work(const kpdrDecodeAttentionArgs& a, int64_t chunk) {
+  BlockWork w;
+  w.b = blockIdx.z;
   const int64_t group = a.heads / a.kv_heads;
-  const int64_t groups_per_kv = (group + GMAX - 1) / GMAX;
-  const int64_t kvh = blockIdx.y / groups_per_kv;
-  const int64_t h0 = kvh * group + (blockIdx.y % groups_per_kv) * GMAX;
-  const int64_t left = kvh * group + group - h0;
-  const int nheads = static_cast<int>(left < GMAX ? left : GMAX);
-  const int split = blockIdx.x;
+  const int64_t groups_per_kv = (group + G - 1) / G;
+  w.kvh = blockIdx.y / groups_per_kv;
+  w.h0 = w.kvh * group + (blockIdx.y % groups_per_kv) * G;
+  const int64_t left = w.kvh * group + group - w.h0;
+  w.nheads = static_cast<int>(left < G ? left : G);
+  w.split = blockIdx.x;
   // Lengths above the cache length are clamped to it; lengths < 1 leave
   // nothing to attend to and give 0, as the reference does for masked rows.
-  int64_t len = a.lengths != nullptr ? a.lengths[b] : a.cache_len;
+  int64_t len = a.lengths != nullptr ? a.lengths[w.b] : a.cache_len;
   len = len > a.cache_len ? a.cache_len : len;
-  const int64_t start = split * chunk;
-  const int64_t end = start + chunk < len ? start + chunk : len;
+  w.start = w.split * chunk;
+  w.end = w.start + chunk < len ? w.start + chunk : len;
+  return w;
+}
 
-  for (int i = threadIdx.x; i < GMAX * ROW; i += blockDim.x) o_sh[i] = 0.f;
-  if (threadIdx.x < GMAX) {
-    m_sh[threadIdx.x] = kNegInf;
-    l_sh[threadIdx.x] = 0.f;
-  }
-
-  // This lane's query elements, pre-scaled.
-  float q[GMAX][NV][VEC];
-#pragma unroll
-  for (int g = 0; g < GMAX; ++g) {
-    const T* qp = static_cast<const T*>(a.q) + b * a.q_stride[0] + (h0 + g) * a.q_stride[1];
-#pragma unroll
-    for (int n = 0; n < NV; ++n) {
-      const int d0 = (n * L + sub) * VEC;
-      if (g < nheads && d0 < a.head_dim) {
-        const auto qv = load_vec<T, VEC>(qp + d0);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) q[g][n][e] = to_f(qv.v[e]) * a.scale;
-      } else {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) q[g][n][e] = 0.f;
-      }
-    }
-  }
-  float acc[GMAX][NV][VEC];
-#pragma unroll
-  for (int g = 0; g < GMAX; ++g)
-#pragma unroll
-    for (int n = 0; n < NV; ++n)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) acc[g][n][e] = 0.f;
-
-  const T* kbase = static_cast<const T*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
-  const T* vbase = static_cast<const T*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
-
-  for (int64_t t0 = start; t0 < end; t0 += tile) {
-    // 1. loads and scores
-    Vec<T, VEC> kr[kUnroll][NV], vr[kUnroll][NV];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t t = t0 + slot + u * nslots;
-#pragma unroll
-      for (int n = 0; n < NV; ++n) {
-        const int d0 = (n * L + sub) * VEC;
-        if (t < end && d0 < a.head_dim) {
-          kr[u][n] = load_vec<T, VEC>(kbase + t * a.k_stride[2] + d0);
-          vr[u][n] = load_vec<T, VEC>(vbase + t * a.v_stride[2] + d0);
-        } else {
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) kr[u][n].v[e] = vr[u][n].v[e] = from_f<T>(0.f);
-        }
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t t = t0 + slot + u * nslots;
-      float kf[NV][VEC];  // converted once, used by every head of the group
-#pragma unroll
-      for (int n = 0; n < NV; ++n)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) kf[n][e] = to_f(kr[u][n].v[e]);
-#pragma unroll
-      for (int g = 0; g < GMAX; ++g) {
-        float dot = 0.f;
-#pragma unroll
-        for (int n = 0; n < NV; ++n)
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) dot += q[g][n][e] * kf[n][e];
-        dot = warp_sum(dot, L);
-        if (sub == 0) s_sh[g * tile + slot + u * nslots] = t < end ? dot : kNegInf;
-      }
-    }
-    __syncthreads();
-    // 2. online softmax, one warp per head
-    for (int g = warp; g < GMAX; g += blockDim.x / 32) {
-      float mt = kNegInf;
-      for (int i = lane; i < tile; i += 32) mt = fmaxf(mt, s_sh[g * tile + i]);
-      mt = warp_max(mt);
-      const float m_old = m_sh[g];
-      const float m_new = fmaxf(m_old, mt);
-      const float m_safe = m_new == kNegInf ? 0.f : m_new;
-      float sum = 0.f;
-      for (int i = lane; i < tile; i += 32) {
-        const float p = exp_for<T>(s_sh[g * tile + i] - m_safe);
-        s_sh[g * tile + i] = p;
-        sum += p;
-      }
-      sum = warp_sum(sum);
-      if (lane == 0) {
-        const float alpha = exp_for<T>(m_old - m_safe);
-        l_sh[g] = l_sh[g] * alpha + sum;
-        m_sh[g] = m_new;
-        alpha_sh[g] = alpha;
-      }
-    }
-    __syncthreads();
-    // 3. p * v
-#pragma unroll
-    for (int g = 0; g < GMAX; ++g) {
-      const float alpha = alpha_sh[g];
-#pragma unroll
-      for (int n = 0; n < NV; ++n)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[g][n][e] *= alpha;
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      float vf[NV][VEC];  // converted once, used by every head of the group
-#pragma unroll
-      for (int n = 0; n < NV; ++n)
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) vf[n][e] = to_f(vr[u][n].v[e]);
-#pragma unroll
-      for (int g = 0; g < GMAX; ++g) {
-        const float p = s_sh[g * tile + slot + u * nslots];
-#pragma unroll
-        for (int n = 0; n < NV; ++n)
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) acc[g][n][e] += p * vf[n][e];
-      }
-    }
-    __syncthreads();
-  }
-
-  // Sum the slots' accumulators.
-#pragma unroll
-  for (int g = 0; g < GMAX; ++g)
-#pragma unroll
-    for (int n = 0; n < NV; ++n)
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        if (nslots > 1) atomicAdd(&o_sh[g * ROW + (n * L + sub) * VEC + e], acc[g][n][e]);
-        else o_sh[g * ROW + (n * L + sub) * VEC + e] = acc[g][n][e];
-      }
+// The end of a block: the warps' (max, sum, output) states, already in
+// shared memory (mo [kWarps][G][DP], mm and ml [kWarps][G], max in natural-log
+// units), merged into the block's result: the output itself with one split,
+// else the split's partial triple for combine_kernel.
+template <typename T, int DP, int G>
+__device__ __forceinline__ void write_block_result(const kpdrDecodeAttentionArgs& a, const float* mo, const float* mm,
+                                                   const float* ml, int nheads, int64_t b, int64_t h0, int split,
+                                                   int splits, float* partial_o, float* partial_ml) {
+  const int D = static_cast<int>(a.head_dim);
   __syncthreads();
-
-  const int64_t D = a.head_dim;
-  for (int64_t i = threadIdx.x; i < nheads * D; i += blockDim.x) {
-    const int g = static_cast<int>(i / D);
-    const int64_t d = i % D;
+  for (int i = threadIdx.x; i < nheads * D; i += kThreads) {
+    const int g = i / D, d = i % D;
+    float big = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, mm[w * G + g]);
+    float num = 0.f, den = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = mm[w * G + g];
+      const float f = mw == kNegInf ? 0.f : exp_for<T>(mw - big);
+      num += f * mo[(w * G + g) * DP + d];
+      den += f * ml[w * G + g];
+    }
     const int64_t h = h0 + g;
     if (splits == 1) {
       T* out = static_cast<T*>(a.out) + b * a.out_stride[0] + h * a.out_stride[1];
-      out[d] = from_f<T>(l_sh[g] > 0.f ? o_sh[g * ROW + d] / l_sh[g] : 0.f);
+      out[d] = from_f<T>(den > 0.f ? num / den : 0.f);
     } else {
-      partial_o[((b * a.heads + h) * splits + split) * D + d] = o_sh[g * ROW + d];
+      partial_o[((b * a.heads + h) * splits + split) * D + d] = num;
+      if (d == 0) {
+        float* pml = partial_ml + ((b * a.heads + h) * splits + split) * 2;
+        pml[0] = big;
+        pml[1] = den;
+      }
     }
   }
-  if (splits > 1 && threadIdx.x < nheads) {
-    const int64_t h = h0 + threadIdx.x;
-    float* ml = partial_ml + ((b * a.heads + h) * splits + split) * 2;
-    ml[0] = m_sh[threadIdx.x];
-    ml[1] = l_sh[threadIdx.x];
+}
+
+// ASYNC: rows are 16-byte aligned and head_dim is a whole number of chunks,
+// so tiles are copied with cp.async; otherwise element by element.
+template <typename T, int DP, int G, bool ASYNC>
+__global__ void __launch_bounds__(kThreads)
+decode_attention_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, float* partial_o,
+                        float* partial_ml) {
+  using TL = Tiling<T, DP>;
+  constexpr int TILE = TL::kTile, LPR = TL::kLpr, RW = TL::kRowsPerWarp, E = TL::kE, NPL = TL::kNpl;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* stages = smem_raw;
+  float* q_sh = reinterpret_cast<float*>(smem_raw + stage_area_bytes<T, DP, G>());  // [G][DP]
+  float* p_sh = q_sh + G * DP;                                     // [kWarps][32][G]
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const BlockWork w = block_work<G>(a, chunk);
+  const int64_t b = w.b, kvh = w.kvh, h0 = w.h0, start = w.start, end = w.end;
+  const int nheads = w.nheads, split = w.split;
+  const int D = static_cast<int>(a.head_dim);
+
+  // Queries of the group, pre-scaled, zero beyond head_dim and nheads.
+  for (int i = tid; i < G * DP; i += kThreads) {
+    const int g = i / DP, d = i % DP;
+    float v = 0.f;
+    if (g < nheads && d < D) {
+      const T* qp = static_cast<const T*>(a.q) + b * a.q_stride[0] + (h0 + g) * a.q_stride[1];
+      v = to_f(qp[d]) * a.scale;
+    }
+    q_sh[i] = v;
   }
+  // Columns beyond head_dim are never copied: zero them once so the padded
+  // dot products and p * v see zeros, not stale bits.
+  if (D < DP) {
+    for (int i = tid; i < kStages * 2 * TILE * (DP - D); i += kThreads) {
+      const int row = i / (DP - D), d = D + i % (DP - D);
+      reinterpret_cast<T*>(stages + row * TL::kRowStride)[d] = from_f<T>(0.f);
+    }
+  }
+
+  const T* kbase = static_cast<const T*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
+  const T* vbase = static_cast<const T*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
+  const int64_t kst = a.k_stride[2], vst = a.v_stride[2];
+
+  auto load_tile = [&](int64_t t0, int st) {
+    unsigned char* ks = stages + st * TL::kStageBytes;
+    unsigned char* vs = ks + TILE * TL::kRowStride;
+    if constexpr (ASYNC) {
+      const int cpr = D / E;  // chunks of this row that hold data
+      for (int i = tid; i < TILE * TL::kChunks; i += kThreads) {
+        const int r = i / TL::kChunks, c = i % TL::kChunks;
+        const int64_t t = t0 + r;
+        if (c < cpr && t < end) {
+          cp_async16(ks + r * TL::kRowStride + c * 16, kbase + t * kst + c * E);
+          cp_async16(vs + r * TL::kRowStride + c * 16, vbase + t * vst + c * E);
+        }
+      }
+    } else {
+      for (int i = tid; i < TILE * D; i += kThreads) {
+        const int r = i / D, d = i % D;
+        const int64_t t = t0 + r;
+        if (t < end) {
+          reinterpret_cast<T*>(ks + r * TL::kRowStride)[d] = kbase[t * kst + d];
+          reinterpret_cast<T*>(vs + r * TL::kRowStride)[d] = vbase[t * vst + d];
+        }
+      }
+    }
+  };
+
+  // This warp's online-softmax state. l is summed per lane (one lane per row
+  // counts) and reduced once at the end.
+  float m[G], l[G], acc[G][NPL];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = kNegInf;
+    l[g] = 0.f;
+#pragma unroll
+    for (int e = 0; e < NPL; ++e) acc[g][e] = 0.f;
+  }
+
+  const int64_t ntiles = end > start ? (end - start + TILE - 1) / TILE : 0;
+  __syncthreads();  // zeroed padding before any copy lands next to it
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < ntiles) load_tile(start + s * TILE, s);
+    cp_async_commit();
+  }
+  const int grp = lane / LPR, sub = lane % LPR;
+  const int my_row = warp * RW + grp;  // row of the tile whose scores this lane computes
+  for (int64_t it = 0; it < ntiles; ++it) {
+    const int64_t t0 = start + it * TILE;
+    if (it + kStages - 1 < ntiles) load_tile(t0 + (kStages - 1) * TILE, static_cast<int>((it + kStages - 1) % kStages));
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    const unsigned char* ks = stages + static_cast<int>(it % kStages) * TL::kStageBytes;
+    const unsigned char* vs = ks + TILE * TL::kRowStride;
+
+    // Scores of this lane group's row for every head.
+    float s[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) s[g] = 0.f;
+    const unsigned char* krow = ks + my_row * TL::kRowStride;
+#pragma unroll
+    for (int j = 0; j < TL::kChunksPerLane; ++j) {
+      const int c = TL::chunk(sub, j);
+      const auto kv = load_vec<T, E>(reinterpret_cast<const T*>(krow + c * 16));
+      float kf[E];
+#pragma unroll
+      for (int e = 0; e < E; ++e) kf[e] = to_f(kv.v[e]);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float4* qv = reinterpret_cast<const float4*>(q_sh + g * DP + c * E);
+#pragma unroll
+        for (int e4 = 0; e4 < E / 4; ++e4) {
+          const float4 qq = qv[e4];
+          s[g] += qq.x * kf[4 * e4] + qq.y * kf[4 * e4 + 1] + qq.z * kf[4 * e4 + 2] + qq.w * kf[4 * e4 + 3];
+        }
+      }
+    }
+    const bool valid = t0 + my_row < end;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+#pragma unroll
+      for (int o = LPR / 2; o > 0; o >>= 1) s[g] += __shfl_xor_sync(0xffffffffu, s[g], o);
+      s[g] = valid ? s[g] : kNegInf;
+    }
+    // Online softmax over this warp's rows of the tile.
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float mt = s[g];
+#pragma unroll
+      for (int o = 16; o >= LPR; o >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+      const float m_new = fmaxf(m[g], mt);
+      const float m_safe = m_new == kNegInf ? 0.f : m_new;
+      const float alpha = exp_for<T>(m[g] - m_safe);
+      const float p = exp_for<T>(s[g] - m_safe);
+      m[g] = m_new;
+      l[g] = l[g] * alpha + (sub == 0 ? p : 0.f);
+#pragma unroll
+      for (int e = 0; e < NPL; ++e) acc[g][e] *= alpha;
+      if (sub == 0) p_sh[(warp * 32 + grp) * G + g] = p;
+    }
+    __syncwarp();
+    // p * v over this warp's rows (stop at the end of the split: the rows
+    // beyond it were not copied).
+    const int64_t rows_here = end - (t0 + warp * RW);
+    const int nrows = rows_here < RW ? static_cast<int>(rows_here > 0 ? rows_here : 0) : RW;
+    for (int rr = 0; rr < nrows; ++rr) {
+      const auto vv = load_vec<T, NPL>(reinterpret_cast<const T*>(vs + (warp * RW + rr) * TL::kRowStride) + lane * NPL);
+      float pg[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) pg[g] = p_sh[(warp * 32 + rr) * G + g];
+#pragma unroll
+      for (int e = 0; e < NPL; ++e) {
+        const float vf = to_f(vv.v[e]);
+#pragma unroll
+        for (int g = 0; g < G; ++g) acc[g][e] += pg[g] * vf;
+      }
+    }
+    __syncthreads();  // this stage is overwritten by the next iteration's copy
+  }
+  cp_async_wait<0>();
+
+  // Merge the warps: their states go to the (now idle) stage area.
+  float* mo = reinterpret_cast<float*>(stages);  // [kWarps][G][DP]
+  float* mm = mo + kWarps * G * DP;              // [kWarps][G] max
+  float* ml = mm + kWarps * G;                   // [kWarps][G] sum
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float lw = l[g];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) lw += __shfl_xor_sync(0xffffffffu, lw, o);
+#pragma unroll
+    for (int e = 0; e < NPL; ++e) mo[(warp * G + g) * DP + lane * NPL + e] = acc[g][e];
+    if (lane == 0) {
+      mm[warp * G + g] = m[g];
+      ml[warp * G + g] = lw;
+    }
+  }
+  write_block_result<T, DP, G>(a, mo, mm, ml, nheads, b, h0, split, splits, partial_o, partial_ml);
+}
+
+// ------------------------------------------------------------ tensor cores
+// For 16-bit caches (sm_80+, head_dim <= 128, 16-byte aligned rows) both
+// products run on the tensor cores (mma.sync m16n8k16, float32 accumulate),
+// which removes the scalar kernel's instruction bottleneck: the group's G <= 8
+// query heads are the 16 rows of the A operand (rows G..15 zero), so
+//   scores^T [head, row] = Q [head, d] . K^T [d, row]   (K tile via ldmatrix)
+//   out [head, d]       += P [head, row] . V [row, d]     (V via ldmatrix.trans)
+// and the scores' accumulator fragment is already the A fragment of P.
+
+template <typename T> struct MmaOp;
+template <> struct MmaOp<__nv_bfloat16> {
+  __device__ __forceinline__ static void run(float c[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+#endif
+  }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+template <> struct MmaOp<__half> {
+  __device__ __forceinline__ static void run(float c[4], uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+#endif
+  }
+  __device__ __forceinline__ static uint32_t pack(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+};
+
+template <bool TRANS>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  if constexpr (TRANS) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s));
+  }
+#endif
+}
+
+// Fragment layout of m16n8k16 (lane = 4 * quad_row + quad_col): A holds
+// rows quad_row (a0, a2) and quad_row + 8 (a1, a3, zero here), columns
+// 2 * quad_col + {0, 1} (a0) and + 8 (a2); B holds k = 2 * quad_col + {0, 1}
+// (b0) and + 8 (b1) of column quad_row; C holds row quad_row (c0, c1) and
+// quad_row + 8 (c2, c3) at columns 2 * quad_col + {0, 1}.
+template <typename T, int DP, int G>
+__global__ void __launch_bounds__(kThreads)
+decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, float* partial_o,
+                            float* partial_ml) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using TL = Tiling<T, DP>;
+  using Op = MmaOp<T>;
+  constexpr int TILE = TL::kTile, RW = TL::kRowsPerWarp, E = TL::kE, RS = TL::kRowStride;
+  constexpr int NS = RW / 8;   // score fragments (8 rows each) per warp and tile
+  constexpr int KD = DP / 16;  // k steps over head_dim
+  constexpr int NO = DP / 8;   // output fragments (8 columns each)
+  static_assert(RW % 16 == 0 && G <= 8, "mma tiling");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* stages = smem_raw;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int qr = lane >> 2, qc = lane & 3;  // quad row (head) and column
+  const BlockWork w = block_work<G>(a, chunk);
+  const int64_t b = w.b, kvh = w.kvh, h0 = w.h0, start = w.start, end = w.end;
+  const int D = static_cast<int>(a.head_dim);
+
+  // A fragments of this lane's head (row qr), unscaled: the scale is applied
+  // to the float32 scores.
+  uint32_t qa[KD][2];
+  {
+    const T* qp = static_cast<const T*>(a.q) + b * a.q_stride[0] + (h0 + qr) * a.q_stride[1];
+    const bool head = qr < w.nheads;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int d = kk * 16 + half * 8 + 2 * qc;
+        const float lo = head && d < D ? to_f(qp[d]) : 0.f;
+        const float hi = head && d + 1 < D ? to_f(qp[d + 1]) : 0.f;
+        qa[kk][half] = Op::pack(lo, hi);
+      }
+    }
+  }
+  if (D < DP) {
+    for (int i = tid; i < kStages * 2 * TILE * (DP - D); i += kThreads) {
+      const int row = i / (DP - D), d = D + i % (DP - D);
+      reinterpret_cast<T*>(stages + row * RS)[d] = from_f<T>(0.f);
+    }
+  }
+
+  const T* kbase = static_cast<const T*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
+  const T* vbase = static_cast<const T*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
+  const int64_t kst = a.k_stride[2], vst = a.v_stride[2];
+  auto load_tile = [&](int64_t t0, int st) {
+    unsigned char* ks = stages + st * TL::kStageBytes;
+    unsigned char* vs = ks + TILE * RS;
+    const int cpr = D / E;
+    for (int i = tid; i < TILE * TL::kChunks; i += kThreads) {
+      const int r = i / TL::kChunks, c = i % TL::kChunks;
+      const int64_t t = t0 + r;
+      if (c < cpr) {
+        if (t < end) {
+          cp_async16(ks + r * RS + c * 16, kbase + t * kst + c * E);
+          cp_async16(vs + r * RS + c * 16, vbase + t * vst + c * E);
+        } else {
+          // Rows past the end get probability 0, but 0 * (stale NaN) is NaN
+          // inside the product: give them zeros.
+          *reinterpret_cast<uint4*>(vs + r * RS + c * 16) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    }
+  };
+
+  // Online softmax state of head qr (log2 units), output fragments.
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale2 = a.scale * kLog2e;
+  float m = kNegInf, l = 0.f;
+  float acc[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+
+  const int64_t ntiles = end > start ? (end - start + TILE - 1) / TILE : 0;
+  __syncthreads();
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < ntiles) load_tile(start + st * TILE, st);
+    cp_async_commit();
+  }
+  for (int64_t it = 0; it < ntiles; ++it) {
+    const int64_t t0 = start + it * TILE;
+    if (it + kStages - 1 < ntiles) load_tile(t0 + (kStages - 1) * TILE, static_cast<int>((it + kStages - 1) % kStages));
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    const unsigned char* ks = stages + static_cast<int>(it % kStages) * TL::kStageBytes + warp * RW * RS;
+    const unsigned char* vs = ks + TILE * RS;
+    const int64_t row0 = t0 + warp * RW;  // cache row of this warp's first tile row
+
+    // Scores: NS fragments of 8 rows.
+    float sc[NS][2];
+    float mt = kNegInf;
+#pragma unroll
+    for (int n = 0; n < NS; ++n) {
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int kk = 0; kk < KD; kk += 2) {
+        uint32_t kb[4];  // b0, b1 of k step kk, then of kk + 1
+        ldmatrix_x4<false>(kb, ks + (n * 8 + (lane & 7)) * RS + (kk * 16 + (lane >> 3) * 8) * 2);
+        Op::run(c, qa[kk][0], qa[kk][1], kb[0], kb[1]);
+        Op::run(c, qa[kk + 1][0], qa[kk + 1][1], kb[2], kb[3]);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool valid = row0 + n * 8 + 2 * qc + e < end;
+        sc[n][e] = valid ? c[e] * scale2 : kNegInf;
+        mt = fmaxf(mt, sc[n][e]);
+      }
+    }
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1));
+    mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 2));
+    const float m_new = fmaxf(m, mt);
+    const float m_safe = m_new == kNegInf ? 0.f : m_new;
+    const float alpha = exp2f(m - m_safe);
+    m = m_new;
+    l *= alpha;
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      acc[n][0] *= alpha;
+      acc[n][1] *= alpha;
+    }
+    uint32_t pa[NS][1];
+#pragma unroll
+    for (int n = 0; n < NS; ++n) {
+      const float p0 = exp2f(sc[n][0] - m_safe), p1 = exp2f(sc[n][1] - m_safe);
+      l += p0 + p1;
+      pa[n][0] = Op::pack(p0, p1);
+    }
+    // p * v: RW / 16 k steps of 16 rows.
+#pragma unroll
+    for (int kt = 0; kt < RW / 16; ++kt) {
+#pragma unroll
+      for (int n = 0; n < NO; n += 2) {
+        uint32_t vb[4];  // b0, b1 of output fragment n, then of n + 1
+        ldmatrix_x4<true>(vb, vs + (kt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + (n * 8 + (lane >> 4) * 8) * 2);
+        Op::run(acc[n], pa[2 * kt][0], pa[2 * kt + 1][0], vb[0], vb[1]);
+        Op::run(acc[n + 1], pa[2 * kt][0], pa[2 * kt + 1][0], vb[2], vb[3]);
+      }
+    }
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+
+  float* mo = reinterpret_cast<float*>(stages);  // [kWarps][G][DP]
+  float* mm = mo + kWarps * G * DP;              // [kWarps][G] max (natural log units)
+  float* ml = mm + kWarps * G;                   // [kWarps][G] sum
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  if (qr < G) {
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      mo[(warp * G + qr) * DP + n * 8 + 2 * qc] = acc[n][0];
+      mo[(warp * G + qr) * DP + n * 8 + 2 * qc + 1] = acc[n][1];
+    }
+    if (qc == 0) {
+      mm[warp * G + qr] = m == kNegInf ? kNegInf : m * 0.6931471805599453f;
+      ml[warp * G + qr] = l;
+    }
+  }
+  write_block_result<T, DP, G>(a, mo, mm, ml, w.nheads, b, h0, w.split, splits, partial_o, partial_ml);
+#endif
 }
 
 // out[b, h] = sum_s exp(m_s - M) o_s / sum_s exp(m_s - M) l_s
@@ -247,61 +611,74 @@ __global__ void combine_kernel(kpdrDecodeAttentionArgs a, int splits, const floa
   }
 }
 
+// Whether every K/V row starts on a 16-byte boundary and holds whole chunks.
 template <typename T>
-bool vectorisable(const kpdrDecodeAttentionArgs& a) {
+bool copies_async(const kpdrDecodeAttentionArgs& a) {
   constexpr int V = kVec16<T>;
-  bool ok = a.head_dim % V == 0 && aligned(a.q, 16) && aligned(a.k, 16) && aligned(a.v, 16);
-  for (int i = 0; i < 2; ++i) ok = ok && a.q_stride[i] % V == 0;
+  bool ok = a.head_dim % V == 0 && aligned(a.k, 16) && aligned(a.v, 16);
   for (int i = 0; i < 3; ++i) ok = ok && a.k_stride[i] % V == 0 && a.v_stride[i] % V == 0;
   return ok;
 }
 
-// Lanes per row and vectors per lane for this head_dim; lanes == 0: unsupported.
-template <typename T>
-Shape shape_for(const kpdrDecodeAttentionArgs& a) {
-  const int64_t group = a.heads / a.kv_heads;
-  const int gmax = group >= 8 ? 8 : group >= 4 ? 4 : group >= 2 ? 2 : 1;
-  if (vectorisable<T>(a)) {
-    const int64_t nvec = a.head_dim / kVec16<T>;
-    if (nvec <= 8) return {kVec16<T>, 8, 1, gmax};
-    if (nvec <= 16) return {kVec16<T>, 16, 1, gmax};
-    if (nvec <= 32) return {kVec16<T>, 32, 1, gmax};
-    if (nvec <= 64) return {kVec16<T>, 32, 2, gmax};
+// Whether the current device has the m16n8k16 tensor-core instructions (sm_80+).
+bool has_mma() {
+  static int majors[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (majors[dev] == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    majors[dev] = major;
   }
-  if (a.head_dim <= 64) return {1, 32, 2, gmax};
-  if (a.head_dim <= 256) return {1, 32, 8, gmax};
-  return {1, 0, 0, gmax};
+  return majors[dev] >= 8;
 }
 
-int default_threads() { return 128; }
+int heads_per_block(const kpdrDecodeAttentionArgs& a) {
+  const int64_t group = a.heads / a.kv_heads;
+  return group >= 8 ? 8 : group >= 4 ? 4 : group >= 2 ? 2 : 1;
+}
 
-int choose_splits(const kpdrDecodeAttentionArgs& a, int threads, const Shape& sh, int requested) {
-  const int gmax = sh.gmax;
-  const int64_t tile = tile_rows(threads, sh.lanes, gmax, sh.nv);
+int tile_rows(const kpdrDecodeAttentionArgs& a) {
+  const int dp = padded_dim(a.head_dim);
+  const int esize = a.dtype == KPDR_DTYPE_FLOAT32 ? 4 : 2;
+  return dp == 0 ? 1 : 16384 / (dp * esize);
+}
+
+int choose_splits(const kpdrDecodeAttentionArgs& a, int requested) {
+  const int64_t tile = tile_rows(a);
   const int64_t max_splits = std::max<int64_t>(1, ceil_div(a.cache_len, tile));
   int64_t s = requested;
   if (s <= 0) {
     const int64_t group = a.heads / a.kv_heads;
-    const int64_t blocks = a.batch * a.kv_heads * ceil_div(group, gmax);
-    s = ceil_div(2 * sm_count(), std::max<int64_t>(1, blocks));
-    // Splits shorter than a few tiles cost more in combining than they gain.
+    const int64_t blocks = a.batch * a.kv_heads * ceil_div(group, heads_per_block(a));
+    // About two blocks per multiprocessor, in one wave: measured on the H200
+    // (B=8, Hkv=8, bf16), a partial second wave (e.g. 512 blocks where 396 are
+    // resident) costs up to 25%, and more blocks per SM gain nothing. No split
+    // shorter than a few tiles: combining would cost more than it gains.
+    s = std::max<int64_t>(1, 2 * sm_count() / std::max<int64_t>(1, blocks));
     s = std::min<int64_t>(s, std::max<int64_t>(1, a.cache_len / (4 * tile)));
   }
   return static_cast<int>(std::min<int64_t>({s, max_splits, 256}));
 }
 
-int valid_threads(int t) { return (t == 64 || t == 128 || t == 256) ? t : default_threads(); }
-
-template <typename T, int VEC, int L, int NV, int GMAX>
-cudaError_t launch(const kpdrDecodeAttentionArgs& a, int threads, int splits, void* ws, cudaStream_t stream) {
-  const int64_t tile = tile_rows(threads, L, GMAX, NV);
-  const int64_t chunk = ceil_div(ceil_div(a.cache_len, splits), tile) * tile;
+template <typename T, int DP, int G, bool ASYNC>
+cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream) {
+  using TL = Tiling<T, DP>;
+  const int64_t chunk = ceil_div(ceil_div(a.cache_len, splits), TL::kTile) * TL::kTile;
   const int64_t group = a.heads / a.kv_heads;
-  const dim3 grid(splits, static_cast<unsigned>(a.kv_heads * ceil_div(group, GMAX)), static_cast<unsigned>(a.batch));
-  const size_t smem = sizeof(float) * (GMAX * tile + GMAX * L * NV * VEC + 3 * GMAX);
+  const dim3 grid(splits, static_cast<unsigned>(a.kv_heads * ceil_div(group, G)), static_cast<unsigned>(a.batch));
+  constexpr int smem = smem_bytes<T, DP, G>();
+  auto kernel = decode_attention_kernel<T, DP, G, ASYNC>;
+  if constexpr (sizeof(T) == 2 && DP <= 128 && ASYNC) {
+    if (has_mma()) kernel = decode_attention_mma_kernel<T, DP, G>;
+  }
+  // Above 48 KB of dynamic shared memory a kernel must opt in (not a stream
+  // operation: allowed during graph capture).
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
   float* po = static_cast<float*>(ws);
   float* pml = po == nullptr ? nullptr : po + a.batch * a.heads * splits * a.head_dim;
-  decode_attention_kernel<T, VEC, L, NV, GMAX><<<grid, threads, smem, stream>>>(a, splits, chunk, po, pml);
+  kernel<<<grid, kThreads, smem, stream>>>(a, splits, chunk, po, pml);
   if (splits > 1) {
     const int ct = static_cast<int>(std::min<int64_t>(1024, ceil_div(a.head_dim, 32) * 32));
     combine_kernel<T><<<static_cast<unsigned>(a.batch * a.heads), ct, 0, stream>>>(a, splits, po, pml);
@@ -309,75 +686,55 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int threads, int splits, vo
   return cudaGetLastError();
 }
 
-template <typename T, int VEC, int L, int NV>
-cudaError_t launch_g(const kpdrDecodeAttentionArgs& a, int gmax, int threads, int splits, void* ws,
-                     cudaStream_t stream) {
-  switch (gmax) {
-    case 8: return launch<T, VEC, L, NV, 8>(a, threads, splits, ws, stream);
-    case 4: return launch<T, VEC, L, NV, 4>(a, threads, splits, ws, stream);
-    case 2: return launch<T, VEC, L, NV, 2>(a, threads, splits, ws, stream);
-    default: return launch<T, VEC, L, NV, 1>(a, threads, splits, ws, stream);
+template <typename T, int DP, bool ASYNC>
+cudaError_t launch_g(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream) {
+  switch (heads_per_block(a)) {
+    case 8: return launch<T, DP, 8, ASYNC>(a, splits, ws, stream);
+    case 4: return launch<T, DP, 4, ASYNC>(a, splits, ws, stream);
+    case 2: return launch<T, DP, 2, ASYNC>(a, splits, ws, stream);
+    default: return launch<T, DP, 1, ASYNC>(a, splits, ws, stream);
   }
 }
 
-template <typename T>
-cudaError_t launch_shape(const kpdrDecodeAttentionArgs& a, Shape sh, int threads, int splits, void* ws,
-                         cudaStream_t stream) {
-  constexpr int V = kVec16<T>;
-  if (sh.vec == V) {
-    if (sh.lanes == 8) return launch_g<T, V, 8, 1>(a, sh.gmax, threads, splits, ws, stream);
-    if (sh.lanes == 16) return launch_g<T, V, 16, 1>(a, sh.gmax, threads, splits, ws, stream);
-    if (sh.nv == 1) return launch_g<T, V, 32, 1>(a, sh.gmax, threads, splits, ws, stream);
-    return launch_g<T, V, 32, 2>(a, sh.gmax, threads, splits, ws, stream);
-  }
-  if (sh.nv == 2) return launch_g<T, 1, 32, 2>(a, sh.gmax, threads, splits, ws, stream);
-  return launch_g<T, 1, 32, 8>(a, sh.gmax, threads, splits, ws, stream);
-}
-
-template <typename Fn>
-auto with_shape(const kpdrDecodeAttentionArgs& a, Fn&& fn) {
-  switch (a.dtype) {
-    case KPDR_DTYPE_FLOAT16: return fn(shape_for<__half>(a));
-    case KPDR_DTYPE_BFLOAT16: return fn(shape_for<__nv_bfloat16>(a));
-    default: return fn(shape_for<float>(a));
+template <typename T, bool ASYNC>
+cudaError_t launch_d(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream) {
+  switch (padded_dim(a.head_dim)) {
+    case 64: return launch_g<T, 64, ASYNC>(a, splits, ws, stream);
+    case 128: return launch_g<T, 128, ASYNC>(a, splits, ws, stream);
+    default: return launch_g<T, 256, ASYNC>(a, splits, ws, stream);
   }
 }
 
 }  // namespace
 
 bool decode_attention_supported(const kpdrDecodeAttentionArgs& a) {
-  return a.kv_heads > 0 && a.heads % a.kv_heads == 0 && with_shape(a, [](Shape s) { return s.lanes > 0; });
+  return a.kv_heads > 0 && a.heads % a.kv_heads == 0 && padded_dim(a.head_dim) > 0;
 }
 
 ConfigList decode_attention_candidates(const kpdrDecodeAttentionArgs&) {
   ConfigList list;
-  list.add(default_threads(), 0);
-  for (int t : {128, 256, 64}) {
-    for (int s : {1, 2, 4, 8, 16, 32}) list.add(t, s);
-  }
+  list.add(kThreads, 0);
+  for (int s : {2, 4, 8, 12, 16, 24, 32, 48, 64}) list.add(kThreads, s);
   return list;
 }
 
 size_t decode_attention_workspace_bytes(const kpdrDecodeAttentionArgs& a, LaunchConfig cfg) {
-  return with_shape(a, [&](Shape sh) -> size_t {
-    if (sh.lanes == 0) return 0;
-    const int splits = choose_splits(a, valid_threads(cfg.threads), sh, cfg.split);
-    if (splits <= 1) return 0;
-    return sizeof(float) * static_cast<size_t>(a.batch * a.heads * splits) * static_cast<size_t>(a.head_dim + 2);
-  });
+  if (!decode_attention_supported(a)) return 0;
+  const int splits = choose_splits(a, cfg.split);
+  if (splits <= 1) return 0;
+  return sizeof(float) * static_cast<size_t>(a.batch * a.heads * splits) * static_cast<size_t>(a.head_dim + 2);
 }
 
 cudaError_t decode_attention(const kpdrDecodeAttentionArgs& a, LaunchConfig cfg, void* workspace,
                              cudaStream_t stream) {
   if (a.batch * a.heads == 0 || a.head_dim == 0) return cudaSuccess;
   if (!decode_attention_supported(a)) return cudaErrorInvalidValue;
-  const int threads = valid_threads(cfg.threads);
+  const int splits = choose_splits(a, cfg.split);
+  if (splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   return dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const Shape sh = shape_for<T>(a);
-    int splits = choose_splits(a, threads, sh, cfg.split);
-    if (splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
-    return launch_shape<T>(a, sh, threads, splits, workspace, stream);
+    return copies_async<T>(a) ? launch_d<T, true>(a, splits, workspace, stream)
+                              : launch_d<T, false>(a, splits, workspace, stream);
   });
 }
 
