@@ -43,9 +43,11 @@ REPRESENTATIVE = [
 ]
 
 
-def run_chunk(ops, backward=True, env=None):
+def run_chunk(ops, backward=True, env=None, dtype="float32"):
     """{op id: result dict} for ``ops``, run in one subprocess (rerun singly after a crash)."""
-    command = [sys.executable, str(WORKER), "--ops", ",".join(ops)] + (["--backward"] if backward else [])
+    command = [sys.executable, str(WORKER), "--ops", ",".join(ops), "--dtype", dtype] + (
+        ["--backward"] if backward else []
+    )
     completed = subprocess.run(
         command, env=subprocess_environment(env), capture_output=True, text=True, timeout=CHUNK_TIMEOUT_S,
         cwd=Path(__file__).parent,
@@ -62,7 +64,7 @@ def run_chunk(ops, backward=True, env=None):
         why = f"crash: exit status {completed.returncode}: {completed.stderr.strip()[-300:]}"
         results[missing[0]] = {"op": missing[0], "forward": why, "backward": why}
         if len(missing) > 1:
-            results.update(run_chunk(missing[1:], backward, env))
+            results.update(run_chunk(missing[1:], backward, env, dtype))
     return results
 
 
@@ -102,6 +104,19 @@ def test_representative_ops_match_cpu_forward_and_backward(representative_result
 def test_representative_ops_match_cpu_without_host_addressable_memory():
     results = run_chunk(REPRESENTATIVE, env={"MYASIC_HOST_ADDRESSABLE": "0"})
     assert failures(results, "not_host_addressable") == []
+
+
+@pytest.mark.usefixtures("device_count")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int64", "bool"])
+def test_representative_ops_match_cpu_at_other_dtypes(dtype, capsys):
+    # The smaller sweep: the representative ops (forward, and backward for the
+    # floating types) at each dtype the CPU supports for them.
+    results = run_chunk(REPRESENTATIVE, env=None, dtype=dtype)
+    forward, backward = counts(results, "forward"), counts(results, "backward")
+    with capsys.disabled():
+        print(f"\nop_db representative {dtype}: forward {forward[0]}/{forward[1]} pass, "
+              f"backward {backward[0]}/{backward[1]} pass")
+    assert failures(results, "host_addressable") == []
 
 
 def all_op_ids():

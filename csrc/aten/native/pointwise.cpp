@@ -63,13 +63,6 @@ void all_forms(Registrar& r, const char* name, const char* out, const char* inpl
   }
 }
 
-template <class TensorImpl>
-void compare_scalar(Registrar& r, const char* name, const char* out, const char* inplace) {
-  r.impl(name, TORCH_FN(CompareScalar<TensorImpl>::functional));
-  r.impl(out, TORCH_FN(CompareScalar<TensorImpl>::out));
-  r.impl(inplace, TORCH_FN(CompareScalar<TensorImpl>::inplace));
-}
-
 } // namespace
 
 void register_pointwise(Registrar& r) {
@@ -93,17 +86,17 @@ void register_pointwise(Registrar& r) {
   all_forms<structured_clamp_min_Tensor_out, T>(r, "clamp_min.Tensor", "clamp_min.Tensor_out", "clamp_min_.Tensor");
 
   // Comparisons.
-  compare_scalar<structured_eq_Tensor_out>(r, "eq.Scalar", "eq.Scalar_out", "eq_.Scalar");
+  all_forms<structured_eq_Scalar_out, S>(r, "eq.Scalar", "eq.Scalar_out", "eq_.Scalar");
   all_forms<structured_eq_Tensor_out, T>(r, "eq.Tensor", "eq.Tensor_out", "eq_.Tensor");
-  compare_scalar<structured_ne_Tensor_out>(r, "ne.Scalar", "ne.Scalar_out", "ne_.Scalar");
+  all_forms<structured_ne_Scalar_out, S>(r, "ne.Scalar", "ne.Scalar_out", "ne_.Scalar");
   all_forms<structured_ne_Tensor_out, T>(r, "ne.Tensor", "ne.Tensor_out", "ne_.Tensor");
-  compare_scalar<structured_lt_Tensor_out>(r, "lt.Scalar", "lt.Scalar_out", "lt_.Scalar");
+  all_forms<structured_lt_Scalar_out, S>(r, "lt.Scalar", "lt.Scalar_out", "lt_.Scalar");
   all_forms<structured_lt_Tensor_out, T>(r, "lt.Tensor", "lt.Tensor_out", "lt_.Tensor");
-  compare_scalar<structured_le_Tensor_out>(r, "le.Scalar", "le.Scalar_out", "le_.Scalar");
+  all_forms<structured_le_Scalar_out, S>(r, "le.Scalar", "le.Scalar_out", "le_.Scalar");
   all_forms<structured_le_Tensor_out, T>(r, "le.Tensor", "le.Tensor_out", "le_.Tensor");
-  compare_scalar<structured_gt_Tensor_out>(r, "gt.Scalar", "gt.Scalar_out", "gt_.Scalar");
+  all_forms<structured_gt_Scalar_out, S>(r, "gt.Scalar", "gt.Scalar_out", "gt_.Scalar");
   all_forms<structured_gt_Tensor_out, T>(r, "gt.Tensor", "gt.Tensor_out", "gt_.Tensor");
-  compare_scalar<structured_ge_Tensor_out>(r, "ge.Scalar", "ge.Scalar_out", "ge_.Scalar");
+  all_forms<structured_ge_Scalar_out, S>(r, "ge.Scalar", "ge.Scalar_out", "ge_.Scalar");
   all_forms<structured_ge_Tensor_out, T>(r, "ge.Tensor", "ge.Tensor_out", "ge_.Tensor");
   all_forms<structured_bitwise_and_out, T>(r, "bitwise_and.Tensor", "bitwise_and.Tensor_out", "bitwise_and_.Tensor");
   all_forms<structured_bitwise_or_out, T>(r, "bitwise_or.Tensor", "bitwise_or.Tensor_out", "bitwise_or_.Tensor");

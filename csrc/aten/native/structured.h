@@ -39,6 +39,51 @@
 #endif
 
 namespace kernel_pytorch::native {
+
+// Dtypes. For CPU tensors TensorIterator casts inputs to the common dtype
+// before the kernel runs; for any other device it leaves that to the kernel,
+// and ATen's CPU loops refuse mixed dtypes. So after meta() has built the
+// iterator, the wrappers do the CPU iterator's part:
+// - CPU 0-dim scalars (`x * 2` passes 2 as one) are swapped for a cast copy
+//   in place, keeping the original for kernels that read its exact value
+//   (cast_cpu_scalars, as TensorIterator itself does);
+// - device tensors of another dtype (float * bool mask) make the call rerun
+//   with them cast to the common dtype;
+// - what is left (an out= of another dtype) runs on the fallback.
+namespace dtypes {
+
+inline bool is_cpu_scalar(const at::TensorBase& t) {
+  return t.defined() && t.dim() == 0 && t.device().is_cpu();
+}
+
+template <class A>
+decltype(auto) cast_device_tensor(A&& a, at::Tensor& holder, at::ScalarType dtype) {
+  if constexpr (std::is_same_v<std::decay_t<A>, at::Tensor>) {
+    if (a.defined() && !is_cpu_scalar(a) && a.scalar_type() != dtype) {
+      holder = a.to(dtype);
+      return static_cast<const at::Tensor&>(holder);
+    }
+    return static_cast<const at::Tensor&>(a);
+  } else {
+    return std::forward<A>(a);
+  }
+}
+
+template <class F, class Tuple, size_t... I>
+decltype(auto) call_cast_impl(F&& f, at::ScalarType dtype, Tuple&& args, std::index_sequence<I...>) {
+  std::array<at::Tensor, sizeof...(I)> holders;
+  return f(cast_device_tensor(std::get<I>(std::forward<Tuple>(args)), holders[I], dtype)...);
+}
+
+// Calls f with the device tensors among the arguments cast to `dtype`.
+template <class F, class... A>
+decltype(auto) call_cast(F&& f, at::ScalarType dtype, A&&... args) {
+  return call_cast_impl(
+      std::forward<F>(f), dtype, std::forward_as_tuple(std::forward<A>(args)...), std::index_sequence_for<A...>{});
+}
+
+} // namespace dtypes
+
 namespace structured {
 
 template <class Impl>
@@ -103,6 +148,26 @@ struct Functional final : Impl {
   const at::Tensor& maybe_get_output(int64_t i) override {
     return *outputs_[i];
   }
+  // TensorIterator's CPU-only step for CPU scalar inputs: compute on a copy
+  // in the common dtype, keep the original (original_scalar_value reads it).
+  void cast_cpu_scalars() {
+    if constexpr (kIterator<Impl>) {
+      if (this->common_dtype_ == at::ScalarType::Undefined) {
+        return;
+      }
+      for (int i = this->noutputs(); i < this->ntensors(); ++i) {
+        auto& operand = this->operands_[i];
+        if (operand.current_dtype == this->common_dtype_ || !dtypes::is_cpu_scalar(operand.tensor_base())) {
+          continue;
+        }
+        // A 0-dim operand has zero strides: only its data pointer changes.
+        operand.exchange_tensor(
+            c10::MaybeOwned<at::TensorBase>::owned(at::Tensor(operand.tensor_base()).to(this->common_dtype_)));
+        operand.current_dtype = operand.target_dtype = this->common_dtype_;
+        operand.data = const_cast<void*>(operand.tensor_base().const_data_ptr());
+      }
+    }
+  }
   // Whether ATen's CPU loops can run the iterator as built: the CPU
   // TensorIterator would have cast any input, or any output other than a
   // boolean result, whose dtype differs from the common dtype.
@@ -158,6 +223,26 @@ struct Given final : Impl {
   }
   const at::Tensor& maybe_get_output(int64_t i) override {
     return proxies_[i].has_value() ? **proxies_[i] : outputs_[i].get();
+  }
+  // TensorIterator's CPU-only step for CPU scalar inputs: compute on a copy
+  // in the common dtype, keep the original (original_scalar_value reads it).
+  void cast_cpu_scalars() {
+    if constexpr (kIterator<Impl>) {
+      if (this->common_dtype_ == at::ScalarType::Undefined) {
+        return;
+      }
+      for (int i = this->noutputs(); i < this->ntensors(); ++i) {
+        auto& operand = this->operands_[i];
+        if (operand.current_dtype == this->common_dtype_ || !dtypes::is_cpu_scalar(operand.tensor_base())) {
+          continue;
+        }
+        // A 0-dim operand has zero strides: only its data pointer changes.
+        operand.exchange_tensor(
+            c10::MaybeOwned<at::TensorBase>::owned(at::Tensor(operand.tensor_base()).to(this->common_dtype_)));
+        operand.current_dtype = operand.target_dtype = this->common_dtype_;
+        operand.data = const_cast<void*>(operand.tensor_base().const_data_ptr());
+      }
+    }
   }
   // Whether ATen's CPU loops can run the iterator as built: the CPU
   // TensorIterator would have cast any input, or any output other than a
@@ -215,110 +300,20 @@ struct Given final : Impl {
 
 } // namespace structured
 
-// Dtypes. For CPU tensors TensorIterator casts inputs to the common dtype
-// before the kernel runs; for any other device it leaves that to the kernel,
-// and ATen's CPU loops refuse mixed dtypes. So before an iterator op runs:
-// - all inputs on my_asic with one dtype: run as is;
-// - CPU 0-dim scalars beside them (`x * 2` passes 2 as one): give the scalars
-//   that dtype, as the CPU iterator would, when the result keeps it;
-// - anything else (float + half, int tensor * 2.5): the fallback.
-namespace dtypes {
 
-enum class Plan { kNative, kCastScalars };
-
-inline bool is_cpu_scalar(const at::Tensor& t) {
-  return t.defined() && t.dim() == 0 && t.device().is_cpu();
-}
-
-struct Inputs {
-  std::optional<at::ScalarType> device_dtype;
-  bool mixed = false;
-  bool scalars = false;
-  c10::SmallVector<at::Tensor, 4> tensors;
-  void see(const at::Tensor& t) {
-    if (!t.defined()) {
-      return;
-    }
-    tensors.push_back(t);
-    if (is_cpu_scalar(t)) {
-      scalars = true;
-    } else if (!device_dtype) {
-      device_dtype = t.scalar_type();
-    } else if (*device_dtype != t.scalar_type()) {
-      mixed = true;
-    }
-  }
-  template <class A>
-  void see(const A&) {}
-};
-
-template <class... A>
-Plan plan(at::ScalarType* dtype, const A&... inputs) {
-  Inputs in;
-  (in.see(inputs), ...);
-  if (in.mixed || !in.device_dtype) {
-    return Plan::kNative; // the iterator's common dtype decides (see Op)
-  }
-  *dtype = *in.device_dtype;
-  if (!in.scalars) {
-    return Plan::kNative;
-  }
-  bool all_match = true;
-  for (const at::Tensor& t : in.tensors) {
-    all_match = all_match && t.scalar_type() == *dtype;
-  }
-  if (all_match) {
-    return Plan::kNative;
-  }
-  return at::native::result_type(in.tensors) == *dtype ? Plan::kCastScalars : Plan::kNative;
-}
-
-template <bool kAll, class A>
-decltype(auto) cast_input(A&& a, at::Tensor& holder, at::ScalarType dtype) {
-  if constexpr (std::is_same_v<std::decay_t<A>, at::Tensor>) {
-    if (a.defined() && (kAll || is_cpu_scalar(a)) && a.scalar_type() != dtype) {
-      holder = a.to(dtype);
-      return static_cast<const at::Tensor&>(holder);
-    }
-    return static_cast<const at::Tensor&>(a);
-  } else {
-    return std::forward<A>(a);
-  }
-}
-
-template <bool kAll, class F, class Tuple, size_t... I>
-decltype(auto) call_cast_impl(F&& f, at::ScalarType dtype, Tuple&& args, std::index_sequence<I...>) {
-  std::array<at::Tensor, sizeof...(I)> holders;
-  return f(cast_input<kAll>(std::get<I>(std::forward<Tuple>(args)), holders[I], dtype)...);
-}
-
-// Calls f with the tensor arguments cast to `dtype`: the CPU scalars only,
-// or (kAll) every tensor, as the CPU iterator casts inputs to its common dtype.
-template <bool kAll, class F, class... A>
-decltype(auto) call_cast(F&& f, at::ScalarType dtype, A&&... args) {
-  return call_cast_impl<kAll>(
-      std::forward<F>(f), dtype, std::forward_as_tuple(std::forward<A>(args)...), std::index_sequence_for<A...>{});
-}
-
-} // namespace dtypes
 
 // One output: Op<Impl, Args...>::functional / out, where Args are the meta()
 // arguments; InplaceOp<Impl, Rest...>::inplace for `self` followed by Rest.
-// Each runs natively when the dtypes allow it, after casting inputs to the
-// iterator's common dtype as the CPU iterator would (see dtypes), and
-// otherwise on the counted fallback.
+// Each runs natively when the dtypes allow it (see dtypes), and otherwise on
+// the counted fallback.
 template <class Impl, class... Args>
 struct Op {
   static at::Tensor functional(Args... args) {
-    auto attempt = [](at::ScalarType* common, auto&&... a) { return try_run(common, a...); };
-    at::ScalarType dtype{};
     at::ScalarType common = at::ScalarType::Undefined;
-    std::optional<at::Tensor> result = dtypes::plan(&dtype, args...) == dtypes::Plan::kCastScalars
-        ? dtypes::call_cast<false>(attempt, dtype, &common, args...)
-        : try_run(&common, args...);
+    std::optional<at::Tensor> result = try_run(&common, args...);
     if (!result.has_value() && common != at::ScalarType::Undefined) {
       at::ScalarType again{};
-      result = dtypes::call_cast<true>(attempt, common, &again, args...);
+      result = dtypes::call_cast([](auto&&... a) { return try_run(a...); }, common, &again, args...);
     }
     if (result.has_value()) {
       return *std::move(result);
@@ -327,15 +322,13 @@ struct Op {
   }
 
   static at::Tensor& out(Args... args, at::Tensor& result) {
-    auto attempt = [&result](at::ScalarType* common, auto&&... a) { return try_run_out(common, a..., result); };
-    at::ScalarType dtype{};
     at::ScalarType common = at::ScalarType::Undefined;
-    bool done = dtypes::plan(&dtype, args...) == dtypes::Plan::kCastScalars
-        ? dtypes::call_cast<false>(attempt, dtype, &common, args...)
-        : try_run_out(&common, args..., result);
+    bool done = try_run_out(&common, args..., result);
     if (!done && common != at::ScalarType::Undefined) {
       at::ScalarType again{};
-      done = dtypes::call_cast<true>(attempt, common, &again, args...);
+      done = dtypes::call_cast(
+          [&result](at::ScalarType* c, auto&&... a) { return try_run_out(c, a..., result); }, common, &again,
+          args...);
     }
     if (done) {
       return result;
@@ -348,6 +341,7 @@ struct Op {
     const HostKernelScope scope(args...);
     structured::Functional<Impl, 1> op;
     op.meta(args...);
+    op.cast_cpu_scalars();
     if (!op.loops_accept_dtypes()) {
       *common = op.common();
       return std::nullopt;
@@ -359,6 +353,7 @@ struct Op {
     const HostKernelScope scope(args..., result);
     structured::Given<Impl, 1, false> op(result);
     op.meta(args...);
+    op.cast_cpu_scalars();
     if (!op.loops_accept_dtypes()) {
       *common = op.common();
       return false;
@@ -372,15 +367,12 @@ struct Op {
 template <class Impl, class... Rest>
 struct InplaceOp {
   static at::Tensor& inplace(at::Tensor& self, Rest... rest) {
-    auto attempt = [&self](at::ScalarType* common, auto&&... a) { return try_run(common, self, a...); };
-    at::ScalarType dtype{};
     at::ScalarType common = at::ScalarType::Undefined;
-    bool done = dtypes::plan(&dtype, static_cast<const at::Tensor&>(self), rest...) == dtypes::Plan::kCastScalars
-        ? dtypes::call_cast<false>(attempt, dtype, &common, rest...)
-        : try_run(&common, self, rest...);
-    if (!done && common != at::ScalarType::Undefined && common == self.scalar_type()) {
+    bool done = try_run(&common, self, rest...);
+    if (!done && common == self.scalar_type()) {
       at::ScalarType again{};
-      done = dtypes::call_cast<true>(attempt, common, &again, rest...);
+      done = dtypes::call_cast(
+          [&self](at::ScalarType* c, auto&&... a) { return try_run(c, self, a...); }, common, &again, rest...);
     }
     if (done) {
       return self;
@@ -393,6 +385,7 @@ struct InplaceOp {
     const HostKernelScope scope(self, rest...);
     structured::Given<Impl, 1, true> op(self);
     op.meta(self, rest...);
+    op.cast_cpu_scalars();
     if (!op.loops_accept_dtypes()) {
       *common = op.common();
       return false;
@@ -400,30 +393,6 @@ struct InplaceOp {
     op.impl(self, rest..., op.maybe_get_output(0));
     op.finish();
     return true;
-  }
-};
-
-// Comparisons with a Scalar: their meta wraps the scalar in a CPU tensor of
-// the scalar's own dtype, which ATen's CPU loops would need cast. The scalar
-// is given the comparison's dtype up front and the Tensor overload runs.
-template <class TensorImpl>
-struct CompareScalar {
-  using Tensors = Op<TensorImpl, const at::Tensor&, const at::Tensor&>;
-  // The scalar as a CPU 0-dim tensor of the comparison's dtype; the Tensor
-  // overload then casts `self` too where the CPU would.
-  static at::Tensor as_tensor(const at::Tensor& self, const at::Scalar& other) {
-    at::Tensor t = at::scalar_tensor(other, at::TensorOptions().dtype(at::native::result_type(self, other)));
-    t.unsafeGetTensorImpl()->set_wrapped_number(true);
-    return t;
-  }
-  static at::Tensor functional(const at::Tensor& self, const at::Scalar& other) {
-    return Tensors::functional(self, as_tensor(self, other));
-  }
-  static at::Tensor& out(const at::Tensor& self, const at::Scalar& other, at::Tensor& result) {
-    return Tensors::out(self, as_tensor(self, other), result);
-  }
-  static at::Tensor& inplace(at::Tensor& self, const at::Scalar& other) {
-    return InplaceOp<TensorImpl, const at::Tensor&>::inplace(self, as_tensor(self, other));
   }
 };
 
