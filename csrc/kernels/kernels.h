@@ -43,6 +43,13 @@ void set_parallel_for(ParallelFor parallel_for);
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
+// Outputs of at least this many bytes per call are written with
+// non-temporal (streaming) stores, which skip the read a cached store makes
+// first but leave nothing in the cache. Default: the last-level cache size, or
+// KP_STREAMING_STORES_MIN_BYTES; a negative value restores the default.
+int64_t streaming_stores_min_bytes();
+void set_streaming_stores_min_bytes(int64_t bytes);
+
 // The kernels (semantics in kpdr.h). Arguments are trusted: callers validate.
 void rms_norm(const kpdrRmsNormArgs& args);
 void silu(const kpdrSiluArgs& args);

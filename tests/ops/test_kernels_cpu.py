@@ -20,6 +20,44 @@ def test_op_matches_reference_on_cpu(op, case, dtype, cpu_isa):
     assert problem is None, f"{op}[{case}] {dtype} at {cpu_isa}: {problem}"
 
 
+# The kernels that switch to non-temporal stores for outputs larger than the
+# last-level cache; the cases are small, so the fixture lowers the threshold.
+STREAMED = [(o, c) for o, c in all_case_ids()
+            if o in ("rms_norm", "fused_add_rms_norm", "silu", "silu_and_mul", "apply_rope", "softmax")]
+
+
+@pytest.fixture
+def streaming_stores():
+    """Every output written with streaming stores, whatever its size; the default afterwards."""
+    from kernel_pytorch import _C
+
+    _C._kp_set_streaming_stores_min_bytes(0)
+    try:
+        yield
+    finally:
+        _C._kp_set_streaming_stores_min_bytes(-1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("op,case", STREAMED, ids=[f"{o}-{c}" for o, c in STREAMED])
+def test_op_matches_reference_with_streaming_stores(op, case, dtype, cpu_isa, streaming_stores):
+    problem = check_case(op, case, dtype, "cpu")
+    assert problem is None, f"{op}[{case}] {dtype} at {cpu_isa}, streaming stores: {problem}"
+
+
+def test_streaming_store_threshold_defaults_to_a_cache_sized_byte_count():
+    from kernel_pytorch import _C
+
+    default = _C._kp_streaming_stores_min_bytes()
+    assert 1 << 20 <= default <= 1 << 34  # the last-level cache: 1 MiB to 16 GiB
+    _C._kp_set_streaming_stores_min_bytes(123)
+    try:
+        assert _C._kp_streaming_stores_min_bytes() == 123
+    finally:
+        _C._kp_set_streaming_stores_min_bytes(-1)
+    assert _C._kp_streaming_stores_min_bytes() == default
+
+
 @pytest.mark.parametrize("op,case", all_case_ids(), ids=[f"{o}-{c}" for o, c in all_case_ids()])
 def test_float64_runs_in_double_precision(op, case):
     problem = check_case(op, case, torch.float64, "cpu")
