@@ -168,6 +168,34 @@ def test_inputs_are_not_modified():
         assert torch.equal(a, b)
 
 
+def test_calls_from_several_python_threads_at_once_give_the_single_thread_results():
+    """The kernels' pool runs one region at a time; concurrent calls run inline, still correct."""
+    import threading
+
+    inputs = [(torch.randn(512, 1031), torch.randn(1031)) for _ in range(4)]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        expected = [torch.ops.kernel_pytorch.rms_norm(x, w, 1e-6) for x, w in inputs]
+    finally:
+        torch.set_num_threads(previous)
+    results = [[] for _ in inputs]
+
+    def worker(i):
+        for _ in range(20):
+            results[i].append(torch.ops.kernel_pytorch.rms_norm(*inputs[i], 1e-6))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, outs in enumerate(results):
+        assert len(outs) == 20
+        for out in outs:
+            torch.testing.assert_close(out, expected[i], atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_results_do_not_depend_on_the_thread_count(threads):
     previous = torch.get_num_threads()
