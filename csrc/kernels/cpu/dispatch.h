@@ -17,7 +17,7 @@ struct KernelSet {
   void (*matmul_vec)(const kpdrMatmulVecArgs&);
 };
 
-// Whether a kernel writing `output_bytes` in one call stores them with
+// Whether a kernel writing an output of `output_bytes` stores it with
 // non-temporal stores (streaming.cpp): from the size of the last-level cache
 // up, or KP_STREAMING_STORES_MIN_BYTES when set.
 bool use_streaming_stores(int64_t output_bytes);

@@ -82,26 +82,30 @@ template <typename T>
 void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream) {
   const int64_t n = a.cols;
   const T* w = static_cast<const T*>(a.weight);
+  // With streaming stores, the rounded sums x + residual of the row are kept
+  // here for the second pass: residual_out has gone past the cache.
+  std::vector<float> sums(a.residual != nullptr && stream ? n : 0);
   for (int64_t r = r0; r < r1; ++r) {
     const T* x = at<T>(a.x, r * a.x_row_stride);
     T* out = at<T>(a.out, r * a.out_row_stride);
     const T* res = a.residual != nullptr ? at<T>(a.residual, r * a.residual_row_stride) : nullptr;
     Vec acc0 = Vec::zero(), acc1 = Vec::zero();
     float ss = 0.f;
+    T* res_out = res != nullptr ? at<T>(a.residual_out, r * a.residual_out_row_stride) : nullptr;
     if (res != nullptr) {
       // Sum in float, round to the storage type, and normalise the rounded
-      // values: exactly what x + residual followed by rms_norm computes. The
-      // sum is recomputed below rather than read back from residual_out, which
-      // a streaming store has just sent past the cache.
-      T* res_out = at<T>(a.residual_out, r * a.residual_out_row_stride);
+      // values: exactly what x + residual followed by rms_norm computes.
+      float* keep = sums.data();
       write_span(res_out, 0, n, stream,
                  [&](int64_t i) {
                    const Vec s = rounded<T>(Vec::load(x + i) + Vec::load(res + i));
+                   if (stream) s.store(keep + i);
                    acc0 = Vec::fmadd(s, s, acc0);
                    return s;
                  },
                  [&](int64_t i) {
                    const float s = to_float(from_float<T>(to_float(x[i]) + to_float(res[i])));
+                   if (stream) keep[i] = s;
                    ss += s * s;
                    return s;
                  });
@@ -122,12 +126,13 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
     const float inv = 1.f / std::sqrt(ss / float(n) + a.eps);
     if (a.rstd != nullptr) static_cast<float*>(a.rstd)[r] = inv;
     const Vec vinv = Vec::set1(inv);
-    if (res != nullptr) {
-      write_span(out, 0, n, stream,
-                 [&](int64_t i) { return rounded<T>(Vec::load(x + i) + Vec::load(res + i)) * vinv * Vec::load(w + i); },
-                 [&](int64_t i) {
-                   return to_float(from_float<T>(to_float(x[i]) + to_float(res[i]))) * inv * to_float(w[i]);
-                 });
+    if (res != nullptr && !stream) {  // residual_out is in L1: read it back
+      write_span(out, 0, n, false, [&](int64_t i) { return Vec::load(res_out + i) * vinv * Vec::load(w + i); },
+                 [&](int64_t i) { return to_float(res_out[i]) * inv * to_float(w[i]); });
+    } else if (res != nullptr) {
+      const float* keep = sums.data();
+      write_span(out, 0, n, true, [&](int64_t i) { return Vec::load(keep + i) * vinv * Vec::load(w + i); },
+                 [&](int64_t i) { return keep[i] * inv * to_float(w[i]); });
     } else {
       write_span(out, 0, n, stream, [&](int64_t i) { return Vec::load(x + i) * vinv * Vec::load(w + i); },
                  [&](int64_t i) { return to_float(x[i]) * inv * to_float(w[i]); });
@@ -139,8 +144,7 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
 inline void rms_norm(const kpdrRmsNormArgs& a) {
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
-    const int64_t written = a.rows * a.cols * int64_t(sizeof(T)) * (a.residual != nullptr ? 2 : 1);
-    const bool stream = use_streaming_stores(written);
+    const bool stream = use_streaming_stores(a.rows * a.cols * int64_t(sizeof(T)));  // per output
     kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { rms_norm_rows<T>(a, b, e, stream); });
   });
 }
