@@ -96,19 +96,33 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
       // Sum in float, round to the storage type, and normalise the rounded
       // values: exactly what x + residual followed by rms_norm computes.
       float* keep = sums.data();
-      write_span(res_out, 0, n, stream,
-                 [&](int64_t i) {
-                   const Vec s = rounded<T>(Vec::load(x + i) + Vec::load(res + i));
-                   if (stream) s.store(keep + i);
-                   acc0 = Vec::fmadd(s, s, acc0);
-                   return s;
-                 },
-                 [&](int64_t i) {
-                   const float s = to_float(from_float<T>(to_float(x[i]) + to_float(res[i])));
-                   if (stream) keep[i] = s;
-                   ss += s * s;
-                   return s;
-                 });
+      if (!stream) {  // store, and read the rounded values back from L1 (one conversion)
+        int64_t i = 0;
+        for (; i + W <= n; i += W) {
+          (Vec::load(x + i) + Vec::load(res + i)).store(res_out + i);
+          const Vec s = Vec::load(res_out + i);
+          acc0 = Vec::fmadd(s, s, acc0);
+        }
+        for (; i < n; ++i) {
+          res_out[i] = from_float<T>(to_float(x[i]) + to_float(res[i]));
+          const float s = to_float(res_out[i]);
+          ss += s * s;
+        }
+      } else {  // streamed: the rounded values are kept in float for the second pass
+        write_span(res_out, 0, n, true,
+                   [&](int64_t i) {
+                     const Vec s = rounded<T>(Vec::load(x + i) + Vec::load(res + i));
+                     s.store(keep + i);
+                     acc0 = Vec::fmadd(s, s, acc0);
+                     return s;
+                   },
+                   [&](int64_t i) {
+                     const float s = to_float(from_float<T>(to_float(x[i]) + to_float(res[i])));
+                     keep[i] = s;
+                     ss += s * s;
+                     return s;
+                   });
+      }
     } else {
       int64_t i = 0;
       for (; i + 2 * W <= n; i += 2 * W) {
