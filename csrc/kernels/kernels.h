@@ -40,8 +40,24 @@ bool set_active_isa(const std::string& name, std::string* error);
 using ParallelFor = void (*)(int64_t begin, int64_t end, int64_t grain,
                              const std::function<void(int64_t, int64_t)>& fn);
 void set_parallel_for(ParallelFor parallel_for);
+// The library's pool (parallel.cpp): at most max_threads threads (and no more
+// than it has: pool_threads(), from KP_NUM_THREADS or the hardware), pieces of
+// at least `grain` claimed as threads become free, idle threads blocked. The
+// caller never waits for a worker that has not started, so on a machine
+// where other processes hold the cores a region costs at most what one
+// thread would.
+int pool_threads();
+void pool_parallel_for(int64_t begin, int64_t end, int64_t grain, int max_threads,
+                       const std::function<void(int64_t, int64_t)>& fn);
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
+
+// Outputs of at least this many bytes per call are written with
+// non-temporal (streaming) stores, which skip the read a cached store makes
+// first but leave nothing in the cache. Default: the last-level cache size, or
+// KP_STREAMING_STORES_MIN_BYTES; a negative value restores the default.
+int64_t streaming_stores_min_bytes();
+void set_streaming_stores_min_bytes(int64_t bytes);
 
 // The kernels (semantics in kpdr.h). Arguments are trusted: callers validate.
 void rms_norm(const kpdrRmsNormArgs& args);

@@ -1,5 +1,5 @@
 // kernel_pytorch ops on CPU tensors: the torch-free kernel library
-// (csrc/kernels), threaded with at::parallel_for.
+// (csrc/kernels), with torch's thread count.
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -12,13 +12,23 @@
 namespace kernel_pytorch::ops {
 namespace {
 
+// The kernels' threads follow torch.set_num_threads, but run on the kernel
+// library's pool rather than at::parallel_for: OpenMP's team joins every
+// thread at the end of a region, so when another process holds a core one
+// descheduled thread stalls the op for a scheduler time slice (a 0.7 ms sum
+// over 2 threads took 5-8 ms on this 2-core machine at load 3); the pool's
+// caller never waits for a worker that has not started. Inside an ATen
+// parallel region the kernels run inline, as at::parallel_for would.
 void torch_parallel_for(int64_t begin, int64_t end, int64_t grain,
                         const std::function<void(int64_t, int64_t)>& fn) {
-  at::parallel_for(begin, end, grain, fn);
+  if (at::in_parallel_region()) {
+    fn(begin, end);
+    return;
+  }
+  kp::pool_parallel_for(begin, end, grain, at::get_num_threads(), fn);
 }
 
-// Installed once, when the extension loads: torch.set_num_threads then
-// governs the kernels' threads.
+// Installed once, when the extension loads.
 const bool g_parallel_installed = [] {
   kp::set_parallel_for(&torch_parallel_for);
   return true;

@@ -39,6 +39,8 @@ void add_python_bindings(py::module_& m) {
     std::string error;
     TORCH_CHECK_VALUE(kp::set_active_isa(name, &error), "kernel_pytorch.ops.set_cpu_isa: ", error);
   });
+  m.def("_kp_streaming_stores_min_bytes", [] { return kp::streaming_stores_min_bytes(); });
+  m.def("_kp_set_streaming_stores_min_bytes", [](int64_t bytes) { kp::set_streaming_stores_min_bytes(bytes); });
   // Entries of the my_asic runtime's kernel table that are present.
   m.def("_runtime_kernel_names", [] {
     const kpdrKernelTable& t = runtime_kernels();

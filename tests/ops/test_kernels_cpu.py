@@ -20,6 +20,44 @@ def test_op_matches_reference_on_cpu(op, case, dtype, cpu_isa):
     assert problem is None, f"{op}[{case}] {dtype} at {cpu_isa}: {problem}"
 
 
+# The kernels that switch to non-temporal stores for outputs larger than the
+# last-level cache; the cases are small, so the fixture lowers the threshold.
+STREAMED = [(o, c) for o, c in all_case_ids()
+            if o in ("rms_norm", "fused_add_rms_norm", "silu", "silu_and_mul", "apply_rope", "softmax")]
+
+
+@pytest.fixture
+def streaming_stores():
+    """Every output written with streaming stores, whatever its size; the default afterwards."""
+    from kernel_pytorch import _C
+
+    _C._kp_set_streaming_stores_min_bytes(0)
+    try:
+        yield
+    finally:
+        _C._kp_set_streaming_stores_min_bytes(-1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("op,case", STREAMED, ids=[f"{o}-{c}" for o, c in STREAMED])
+def test_op_matches_reference_with_streaming_stores(op, case, dtype, cpu_isa, streaming_stores):
+    problem = check_case(op, case, dtype, "cpu")
+    assert problem is None, f"{op}[{case}] {dtype} at {cpu_isa}, streaming stores: {problem}"
+
+
+def test_streaming_store_threshold_defaults_to_a_cache_sized_byte_count():
+    from kernel_pytorch import _C
+
+    default = _C._kp_streaming_stores_min_bytes()
+    assert 1 << 20 <= default <= 1 << 34  # the last-level cache: 1 MiB to 16 GiB
+    _C._kp_set_streaming_stores_min_bytes(123)
+    try:
+        assert _C._kp_streaming_stores_min_bytes() == 123
+    finally:
+        _C._kp_set_streaming_stores_min_bytes(-1)
+    assert _C._kp_streaming_stores_min_bytes() == default
+
+
 @pytest.mark.parametrize("op,case", all_case_ids(), ids=[f"{o}-{c}" for o, c in all_case_ids()])
 def test_float64_runs_in_double_precision(op, case):
     problem = check_case(op, case, torch.float64, "cpu")
@@ -128,6 +166,34 @@ def test_inputs_are_not_modified():
     torch.ops.kernel_pytorch.fused_add_rms_norm(x, r, w, 1e-6)
     for a, b in zip((x, r, w), before):
         assert torch.equal(a, b)
+
+
+def test_calls_from_several_python_threads_at_once_give_the_single_thread_results():
+    """The kernels' pool runs one region at a time; concurrent calls run inline, still correct."""
+    import threading
+
+    inputs = [(torch.randn(512, 1031), torch.randn(1031)) for _ in range(4)]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        expected = [torch.ops.kernel_pytorch.rms_norm(x, w, 1e-6) for x, w in inputs]
+    finally:
+        torch.set_num_threads(previous)
+    results = [[] for _ in inputs]
+
+    def worker(i):
+        for _ in range(20):
+            results[i].append(torch.ops.kernel_pytorch.rms_norm(*inputs[i], 1e-6))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, outs in enumerate(results):
+        assert len(outs) == 20
+        for out in outs:
+            torch.testing.assert_close(out, expected[i], atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -17,6 +17,11 @@ struct KernelSet {
   void (*matmul_vec)(const kpdrMatmulVecArgs&);
 };
 
+// Whether a kernel writing an output of `output_bytes` stores it with
+// non-temporal stores (streaming.cpp): from the size of the last-level cache
+// up, or KP_STREAMING_STORES_MIN_BYTES when set.
+bool use_streaming_stores(int64_t output_bytes);
+
 const KernelSet& kernels_generic();
 // Null where the build has no code for that level (non-x86 targets).
 const KernelSet* kernels_avx2();

@@ -37,39 +37,94 @@ template <typename Fn> inline void with_dtype(kpdrDtype dtype, Fn&& fn) {
   }
 }
 
+// v rounded to T's precision and back (what storing and reloading gives).
+template <typename T> inline Vec rounded(Vec v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else {
+    T tmp[W];
+    v.store(tmp);
+    return Vec::load(tmp);
+  }
+}
+
+// out[i] = value for i in [begin, end): vec(i) gives the Vec at i, scalar(i)
+// the float at i (the ends narrower than a vector). With `stream` the vector
+// stores are non-temporal, after a scalar head that reaches an address aligned
+// to a whole vector; the caller fences (Vec::fence) at the end of its task.
+template <typename T, typename VecFn, typename ScalarFn>
+inline void write_span(T* out, int64_t begin, int64_t end, bool stream, VecFn&& vec, ScalarFn&& scalar) {
+  int64_t i = begin;
+  if (stream) {
+    constexpr uintptr_t kAlign = W * sizeof(T);
+    for (; i < end && reinterpret_cast<uintptr_t>(out + i) % kAlign != 0; ++i) out[i] = from_float<T>(scalar(i));
+    for (; i + W <= end; i += W) vec(i).stream(out + i);
+  } else {
+    for (; i + W <= end; i += W) vec(i).store(out + i);
+  }
+  for (; i < end; ++i) out[i] = from_float<T>(scalar(i));
+}
+
+template <typename T> inline bool vector_aligned(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % (W * sizeof(T)) == 0;
+}
+
+inline void put(Vec v, float* p, bool stream) { stream ? v.stream(p) : v.store(p); }
+inline void put(Vec v, BF16* p, bool stream) { stream ? v.stream(p) : v.store(p); }
+inline void put(Vec v, Half* p, bool stream) { stream ? v.stream(p) : v.store(p); }
+
 // Rows per task so a task moves at least ~64 KiB.
 inline int64_t grain_for(int64_t row_elems) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_elems)); }
 
 // ---------------------------------------------------------------- rms_norm
 
 template <typename T>
-void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1) {
+void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream) {
   const int64_t n = a.cols;
   const T* w = static_cast<const T*>(a.weight);
+  // With streaming stores, the rounded sums x + residual of the row are kept
+  // here for the second pass: residual_out has gone past the cache.
+  std::vector<float> sums(a.residual != nullptr && stream ? n : 0);
   for (int64_t r = r0; r < r1; ++r) {
     const T* x = at<T>(a.x, r * a.x_row_stride);
     T* out = at<T>(a.out, r * a.out_row_stride);
-    const T* src = x;  // the values to normalise
+    const T* res = a.residual != nullptr ? at<T>(a.residual, r * a.residual_row_stride) : nullptr;
     Vec acc0 = Vec::zero(), acc1 = Vec::zero();
     float ss = 0.f;
-    int64_t i = 0;
-    if (a.residual != nullptr) {
-      const T* res = at<T>(a.residual, r * a.residual_row_stride);
-      T* res_out = at<T>(a.residual_out, r * a.residual_out_row_stride);
+    T* res_out = res != nullptr ? at<T>(a.residual_out, r * a.residual_out_row_stride) : nullptr;
+    if (res != nullptr) {
       // Sum in float, round to the storage type, and normalise the rounded
       // values: exactly what x + residual followed by rms_norm computes.
-      for (; i + W <= n; i += W) {
-        (Vec::load(x + i) + Vec::load(res + i)).store(res_out + i);
-        Vec s = Vec::load(res_out + i);
-        acc0 = Vec::fmadd(s, s, acc0);
+      float* keep = sums.data();
+      if (!stream) {  // store, and read the rounded values back from L1 (one conversion)
+        int64_t i = 0;
+        for (; i + W <= n; i += W) {
+          (Vec::load(x + i) + Vec::load(res + i)).store(res_out + i);
+          const Vec s = Vec::load(res_out + i);
+          acc0 = Vec::fmadd(s, s, acc0);
+        }
+        for (; i < n; ++i) {
+          res_out[i] = from_float<T>(to_float(x[i]) + to_float(res[i]));
+          const float s = to_float(res_out[i]);
+          ss += s * s;
+        }
+      } else {  // streamed: the rounded values are kept in float for the second pass
+        write_span(res_out, 0, n, true,
+                   [&](int64_t i) {
+                     const Vec s = rounded<T>(Vec::load(x + i) + Vec::load(res + i));
+                     s.store(keep + i);
+                     acc0 = Vec::fmadd(s, s, acc0);
+                     return s;
+                   },
+                   [&](int64_t i) {
+                     const float s = to_float(from_float<T>(to_float(x[i]) + to_float(res[i])));
+                     keep[i] = s;
+                     ss += s * s;
+                     return s;
+                   });
       }
-      for (; i < n; ++i) {
-        res_out[i] = from_float<T>(to_float(x[i]) + to_float(res[i]));
-        float s = to_float(res_out[i]);
-        ss += s * s;
-      }
-      src = res_out;
     } else {
+      int64_t i = 0;
       for (; i + 2 * W <= n; i += 2 * W) {
         Vec s0 = Vec::load(x + i), s1 = Vec::load(x + i + W);
         acc0 = Vec::fmadd(s0, s0, acc0);
@@ -85,16 +140,26 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1) {
     const float inv = 1.f / std::sqrt(ss / float(n) + a.eps);
     if (a.rstd != nullptr) static_cast<float*>(a.rstd)[r] = inv;
     const Vec vinv = Vec::set1(inv);
-    i = 0;
-    for (; i + W <= n; i += W) (Vec::load(src + i) * vinv * Vec::load(w + i)).store(out + i);
-    for (; i < n; ++i) out[i] = from_float<T>(to_float(src[i]) * inv * to_float(w[i]));
+    if (res != nullptr && !stream) {  // residual_out is in L1: read it back
+      write_span(out, 0, n, false, [&](int64_t i) { return Vec::load(res_out + i) * vinv * Vec::load(w + i); },
+                 [&](int64_t i) { return to_float(res_out[i]) * inv * to_float(w[i]); });
+    } else if (res != nullptr) {
+      const float* keep = sums.data();
+      write_span(out, 0, n, true, [&](int64_t i) { return Vec::load(keep + i) * vinv * Vec::load(w + i); },
+                 [&](int64_t i) { return keep[i] * inv * to_float(w[i]); });
+    } else {
+      write_span(out, 0, n, stream, [&](int64_t i) { return Vec::load(x + i) * vinv * Vec::load(w + i); },
+                 [&](int64_t i) { return to_float(x[i]) * inv * to_float(w[i]); });
+    }
   }
+  if (stream) Vec::fence();
 }
 
 inline void rms_norm(const kpdrRmsNormArgs& a) {
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
-    kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { rms_norm_rows<T>(a, b, e); });
+    const bool stream = use_streaming_stores(a.rows * a.cols * int64_t(sizeof(T)));  // per output
+    kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { rms_norm_rows<T>(a, b, e, stream); });
   });
 }
 
@@ -102,20 +167,19 @@ inline void rms_norm(const kpdrRmsNormArgs& a) {
 
 inline float silu_scalar(float v) { return v / (1.f + sexp(-v)); }
 // exp stays finite (vexp clamps), so the reciprocal never sees infinity.
-inline Vec silu_vec(Vec v) { return v * (Vec::set1(1.f) + vexp(Vec::zero() - v)).reciprocal(); }
+inline Vec silu_vec(Vec v) { return v * (Vec::set1(1.f) + vexp_nonzero(Vec::zero() - v)).reciprocal(); }
 
 template <typename T>
-void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1) {
+void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1, bool stream) {
   const T* x = at<T>(a.x, r * a.x_row_stride);
   T* out = at<T>(a.out, r * a.out_row_stride);
-  int64_t i = c0;
   if (a.gated) {
     const T* up = x + a.cols;
-    for (; i + W <= c1; i += W) (silu_vec(Vec::load(x + i)) * Vec::load(up + i)).store(out + i);
-    for (; i < c1; ++i) out[i] = from_float<T>(silu_scalar(to_float(x[i])) * to_float(up[i]));
+    write_span(out, c0, c1, stream, [&](int64_t i) { return silu_vec(Vec::load(x + i)) * Vec::load(up + i); },
+               [&](int64_t i) { return silu_scalar(to_float(x[i])) * to_float(up[i]); });
   } else {
-    for (; i + W <= c1; i += W) silu_vec(Vec::load(x + i)).store(out + i);
-    for (; i < c1; ++i) out[i] = from_float<T>(silu_scalar(to_float(x[i])));
+    write_span(out, c0, c1, stream, [&](int64_t i) { return silu_vec(Vec::load(x + i)); },
+               [&](int64_t i) { return silu_scalar(to_float(x[i])); });
   }
 }
 
@@ -125,11 +189,13 @@ inline void silu(const kpdrSiluArgs& a) {
   const int64_t blocks = (a.cols + kBlock - 1) / kBlock;
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
+    const bool stream = use_streaming_stores(a.rows * a.cols * int64_t(sizeof(T)));
     kp::parallel_for(0, a.rows * blocks, std::max<int64_t>(1, 4 / blocks), [&](int64_t b, int64_t e) {
       for (int64_t task = b; task < e; ++task) {
         const int64_t r = task / blocks, c0 = (task % blocks) * kBlock;
-        silu_block<T>(a, r, c0, std::min(a.cols, c0 + kBlock));
+        silu_block<T>(a, r, c0, std::min(a.cols, c0 + kBlock), stream);
       }
+      if (stream) Vec::fence();
     });
   });
 }
@@ -137,7 +203,7 @@ inline void silu(const kpdrSiluArgs& a) {
 // -------------------------------------------------------------------- rope
 
 template <typename T, typename C>
-void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1) {
+void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) {
   const int64_t half = a.head_dim / 2, d = a.head_dim;
   const float sign = a.inverse ? -1.f : 1.f;
   std::vector<float> cs(2 * d);  // per position: cos and signed sin, laid out for the kernel
@@ -160,11 +226,14 @@ void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1) {
     for (int64_t h = 0; h < a.heads; ++h) {
       const T* x = at<T>(a.x, b * a.x_stride[0] + s * a.x_stride[1] + h * a.x_stride[2]);
       T* out = at<T>(a.out, b * a.out_stride[0] + s * a.out_stride[1] + h * a.out_stride[2]);
+      // Pairs must not straddle vectors, so there is no scalar head: rows that
+      // do not start on a vector boundary use ordinary stores.
+      const bool st = stream && vector_aligned(out) && (a.interleaved || vector_aligned(out + half));
       int64_t i = 0;
       if (a.interleaved) {
         for (; i + W <= d; i += W) {
           Vec xv = Vec::load(x + i);
-          Vec::fmadd(xv.swap_pairs(), Vec::load(sf + i), xv * Vec::load(cf + i)).store(out + i);
+          put(Vec::fmadd(xv.swap_pairs(), Vec::load(sf + i), xv * Vec::load(cf + i)), out + i, st);
         }
         for (; i < d; i += 2) {
           const float x0 = to_float(x[i]), x1 = to_float(x[i + 1]);
@@ -175,8 +244,8 @@ void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1) {
         for (; i + W <= half; i += W) {
           Vec x1 = Vec::load(x + i), x2 = Vec::load(x + half + i);
           Vec c = Vec::load(cf + i), sn = Vec::load(sf + i);
-          (x1 * c - x2 * sn).store(out + i);
-          Vec::fmadd(x1, sn, x2 * c).store(out + half + i);
+          put(x1 * c - x2 * sn, out + i, st);
+          put(Vec::fmadd(x1, sn, x2 * c), out + half + i, st);
         }
         for (; i < half; ++i) {
           const float x1 = to_float(x[i]), x2 = to_float(x[half + i]);
@@ -193,8 +262,11 @@ inline void rope(const kpdrRopeArgs& a) {
     with_dtype(a.cs_dtype, [&](auto c) {
       using T = decltype(t);
       using C = decltype(c);
-      kp::parallel_for(0, a.batch * a.seq, grain_for(a.heads * a.head_dim),
-                       [&](int64_t b, int64_t e) { rope_positions<T, C>(a, b, e); });
+      const bool stream = use_streaming_stores(a.batch * a.seq * a.heads * a.head_dim * int64_t(sizeof(T)));
+      kp::parallel_for(0, a.batch * a.seq, grain_for(a.heads * a.head_dim), [&](int64_t b, int64_t e) {
+        rope_positions<T, C>(a, b, e, stream);
+        if (stream) Vec::fence();
+      });
     });
   });
 }
@@ -202,7 +274,7 @@ inline void rope(const kpdrRopeArgs& a) {
 // ----------------------------------------------------------------- softmax
 
 template <typename T>
-void softmax_rows(const kpdrSoftmaxArgs& a, int64_t r0, int64_t r1) {
+void softmax_rows(const kpdrSoftmaxArgs& a, int64_t r0, int64_t r1, bool stream) {
   const int64_t n = a.cols;
   std::vector<float> buf(n);
   for (int64_t r = r0; r < r1; ++r) {
@@ -226,15 +298,17 @@ void softmax_rows(const kpdrSoftmaxArgs& a, int64_t r0, int64_t r1) {
     for (; i < n; ++i) { e[i] = sexp(to_float(x[i]) - m); sum += e[i]; }
     const float inv = 1.f / sum;
     const Vec vinv = Vec::set1(inv);
-    for (i = 0; i + W <= n; i += W) (Vec::load(e + i) * vinv).store(out + i);
-    for (; i < n; ++i) out[i] = from_float<T>(e[i] * inv);
+    write_span(out, 0, n, stream, [&](int64_t j) { return Vec::load(e + j) * vinv; },
+               [&](int64_t j) { return e[j] * inv; });
   }
+  if (stream) Vec::fence();
 }
 
 inline void softmax(const kpdrSoftmaxArgs& a) {
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
-    kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { softmax_rows<T>(a, b, e); });
+    const bool stream = use_streaming_stores(a.rows * a.cols * int64_t(sizeof(T)));
+    kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { softmax_rows<T>(a, b, e, stream); });
   });
 }
 

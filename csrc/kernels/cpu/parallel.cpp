@@ -1,6 +1,17 @@
-// The kernels' default threading: a small fixed pool, one parallel region at
-// a time (a nested or concurrent region runs on the calling thread alone).
-// The torch extension replaces it with at::parallel_for (set_parallel_for).
+// The kernels' threading: a small fixed pool, one parallel region at a time
+// (a nested or concurrent region runs on the calling thread alone).
+//
+// The range is cut into a few pieces per thread, claimed one at a time, and
+// the caller claims pieces too. The caller waits only for pieces a worker has
+// claimed, never for a worker to arrive: on a machine where other processes
+// hold the cores, a worker that is not scheduled in time simply takes no
+// piece, and the region costs at most what one thread would. (A fork-join
+// team such as OpenMP's waits for every thread at the end, so there one
+// descheduled thread stalls the whole region for a scheduler time slice.)
+// Idle workers block rather than spin.
+//
+// The torch extension installs its own parallel_for (set_parallel_for), which
+// calls pool_parallel_for with torch's thread count.
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -29,63 +40,86 @@ class ThreadPool {
   }
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs fn(begin, end) over `parts` slices of the range, one per thread.
-  void run(int64_t begin, int64_t end, int parts, const std::function<void(int64_t, int64_t)>& fn) {
+  // Runs fn over [begin, end) in `chunks` pieces, on this thread and up to
+  // threads - 1 workers.
+  void run(int64_t begin, int64_t end, int threads, int64_t chunks,
+           const std::function<void(int64_t, int64_t)>& fn) {
     std::unique_lock<std::mutex> region(region_mutex_, std::try_to_lock);
     if (!region.owns_lock() || in_region_) {  // busy or nested: run here
       fn(begin, end);
       return;
     }
+    Job job{&fn, begin, end, chunks, 0};
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      fn_ = &fn;
-      begin_ = begin;
-      end_ = end;
-      parts_ = parts;
-      remaining_ = parts - 1;
-      ++generation_;
+      job.generation = ++generation_;
+      job_ = job;
+      parts_ = threads;
+      done_.store(0, std::memory_order_relaxed);
+      claim_.store(job.generation << 32, std::memory_order_release);
     }
     wake_.notify_all();
     in_region_ = true;
-    slice(0);
+    take_chunks(job);
     in_region_ = false;
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return remaining_ == 0; });
-    fn_ = nullptr;
+    finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == chunks; });
   }
 
  private:
-  void slice(int part) {
-    const int64_t n = end_ - begin_;
-    const int64_t b = begin_ + n * part / parts_, e = begin_ + n * (part + 1) / parts_;
-    if (b < e) (*fn_)(b, e);
+  struct Job {
+    const std::function<void(int64_t, int64_t)>* fn;
+    int64_t begin, end, chunks;
+    uint64_t generation;
+  };
+
+  // Claims pieces of `job` until none is left or a newer region has started.
+  // A successful claim keeps the caller of run() waiting, so job.fn stays valid.
+  void take_chunks(const Job& job) {
+    const int64_t n = job.end - job.begin;
+    uint64_t seen = claim_.load(std::memory_order_acquire);
+    for (;;) {
+      if ((seen >> 32) != (job.generation & 0xffffffffu)) return;
+      const int64_t c = static_cast<int64_t>(seen & 0xffffffffu);
+      if (c >= job.chunks) return;
+      if (!claim_.compare_exchange_weak(seen, seen + 1, std::memory_order_acq_rel)) continue;
+      (*job.fn)(job.begin + n * c / job.chunks, job.begin + n * (c + 1) / job.chunks);
+      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == job.chunks) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        finished_.notify_one();
+      }
+      seen = claim_.load(std::memory_order_acquire);
+    }
   }
+
   void work(int index) {
     uint64_t seen = 0;
     for (;;) {
+      Job job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
         if (stop_) return;
         seen = generation_;
         if (index >= parts_) continue;
+        job = job_;
       }
       in_region_ = true;
-      slice(index);
+      take_chunks(job);
       in_region_ = false;
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--remaining_ == 0) done_.notify_one();
     }
   }
 
   static thread_local bool in_region_;
   std::vector<std::thread> workers_;
   std::mutex region_mutex_, mutex_;
-  std::condition_variable wake_, done_;
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t begin_ = 0, end_ = 0;
-  int parts_ = 0, remaining_ = 0;
+  std::condition_variable wake_, finished_;
+  Job job_{};
+  int parts_ = 0;
   uint64_t generation_ = 0;
+  // The current region's generation (high 32 bits) and next piece (low 32).
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> done_{0};
   bool stop_ = false;
 };
 thread_local bool ThreadPool::in_region_ = false;
@@ -105,25 +139,36 @@ ThreadPool& pool() {
   return *p;
 }
 
-void pool_parallel_for(int64_t begin, int64_t end, int64_t grain,
-                       const std::function<void(int64_t, int64_t)>& fn) {
-  if (end <= begin) return;
-  const int64_t n = end - begin;
-  const int64_t max_parts = std::max<int64_t>(1, n / std::max<int64_t>(1, grain));
-  const int parts = static_cast<int>(std::min<int64_t>(max_parts, pool().size()));
-  if (parts <= 1) {
-    fn(begin, end);
-    return;
-  }
-  pool().run(begin, end, parts, fn);
+// Pieces per thread: enough that the threads that do run share the work
+// evenly, few enough that per-piece costs (a fence after streaming stores,
+// attention's per-task set-up) stay negligible.
+constexpr int64_t kChunksPerThread = 8;
+
+void default_parallel_for(int64_t begin, int64_t end, int64_t grain,
+                          const std::function<void(int64_t, int64_t)>& fn) {
+  pool_parallel_for(begin, end, grain, pool_threads(), fn);
 }
 
-std::atomic<ParallelFor> g_parallel_for{&pool_parallel_for};
+std::atomic<ParallelFor> g_parallel_for{&default_parallel_for};
 
 }  // namespace
 
+int pool_threads() { return pool().size(); }
+
+void pool_parallel_for(int64_t begin, int64_t end, int64_t grain, int max_threads,
+                       const std::function<void(int64_t, int64_t)>& fn) {
+  if (end <= begin) return;
+  const int64_t grains = std::max<int64_t>(1, (end - begin) / std::max<int64_t>(1, grain));
+  const int threads = static_cast<int>(std::min<int64_t>({grains, pool().size(), std::max(1, max_threads)}));
+  if (threads <= 1) {
+    fn(begin, end);
+    return;
+  }
+  pool().run(begin, end, threads, std::min<int64_t>(grains, threads * kChunksPerThread), fn);
+}
+
 void set_parallel_for(ParallelFor parallel_for) {
-  g_parallel_for.store(parallel_for ? parallel_for : &pool_parallel_for);
+  g_parallel_for.store(parallel_for ? parallel_for : &default_parallel_for);
 }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,

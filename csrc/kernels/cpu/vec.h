@@ -32,17 +32,25 @@ struct Vec {
     return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
   }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
-  void store(BF16* p) const {
+  // Round to nearest even; NaN stays a (quiet) NaN.
+  __m256i bf16_bits() const {
     __m512i u = _mm512_castps_si512(v);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
     __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     r = _mm512_mask_blend_epi32(nan, r, _mm512_set1_epi32(0x7FC0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+    return _mm512_cvtepi32_epi16(r);
   }
-  void store(Half* p) const {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
+  __m256i half_bits() const { return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  void store(BF16* p) const { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bf16_bits()); }
+  void store(Half* p) const { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), half_bits()); }
+  // Non-temporal stores (p aligned to kSize elements): the line goes to memory
+  // without first being read into the cache. Call fence() before other threads
+  // may read what was written.
+  void stream(float* p) const { _mm512_stream_ps(p, v); }
+  void stream(BF16* p) const { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), bf16_bits()); }
+  void stream(Half* p) const { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), half_bits()); }
+  static void fence() { _mm_sfence(); }
   Vec operator+(Vec b) const { return {_mm512_add_ps(v, b.v)}; }
   Vec operator-(Vec b) const { return {_mm512_sub_ps(v, b.v)}; }
   Vec operator*(Vec b) const { return {_mm512_mul_ps(v, b.v)}; }
@@ -51,6 +59,9 @@ struct Vec {
   static Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
   static Vec floor(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)}; }
+  static Vec round_nearest(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+  // a * 2^n for integral n (one instruction here).
+  static Vec ldexp(Vec a, Vec n) { return {_mm512_scalef_ps(a.v, n.v)}; }
   // 2^n for integral n in [-127, 127].
   static Vec exp2_int(Vec n) {
     __m512i i = _mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127));
@@ -88,19 +99,22 @@ struct Vec {
     return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
   }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
-  void store(BF16* p) const {
+  __m128i bf16_bits() const {
     __m256i u = _mm256_castps_si256(v);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
     __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
     __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
     r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r),
                                              _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC0)), nan));
-    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
   }
-  void store(Half* p) const {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
+  __m128i half_bits() const { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  void store(BF16* p) const { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bf16_bits()); }
+  void store(Half* p) const { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), half_bits()); }
+  void stream(float* p) const { _mm256_stream_ps(p, v); }
+  void stream(BF16* p) const { _mm_stream_si128(reinterpret_cast<__m128i*>(p), bf16_bits()); }
+  void stream(Half* p) const { _mm_stream_si128(reinterpret_cast<__m128i*>(p), half_bits()); }
+  static void fence() { _mm_sfence(); }
   Vec operator+(Vec b) const { return {_mm256_add_ps(v, b.v)}; }
   Vec operator-(Vec b) const { return {_mm256_sub_ps(v, b.v)}; }
   Vec operator*(Vec b) const { return {_mm256_mul_ps(v, b.v)}; }
@@ -109,6 +123,9 @@ struct Vec {
   static Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
   static Vec floor(Vec a) { return {_mm256_floor_ps(a.v)}; }
+  static Vec round_nearest(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+  // a * 2^n for integral n in [-127, 127].
+  static Vec ldexp(Vec a, Vec n) { return a * exp2_int(n); }
   static Vec exp2_int(Vec n) {
     __m256i i = _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127));
     return {_mm256_castsi256_ps(_mm256_slli_epi32(i, 23))};
@@ -150,6 +167,9 @@ struct Vec {
   template <typename T> void store(T* p) const {
     for (int i = 0; i < kSize; ++i) p[i] = from_float<T>(v[i]);
   }
+  // No portable non-temporal store: an ordinary one.
+  template <typename T> void stream(T* p) const { store(p); }
+  static void fence() {}
 #define KP_VEC_BINARY(op)                                                      \
   Vec operator op(Vec b) const {                                              \
     Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = v[i] op b.v[i]; return r;   \
@@ -162,6 +182,8 @@ struct Vec {
   static Vec max(Vec a, Vec b) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i]; return r; }
   static Vec min(Vec a, Vec b) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = a.v[i] < b.v[i] ? a.v[i] : b.v[i]; return r; }
   static Vec floor(Vec a) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = std::floor(a.v[i]); return r; }
+  static Vec round_nearest(Vec a) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = std::nearbyint(a.v[i]); return r; }
+  static Vec ldexp(Vec a, Vec n) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = std::ldexp(a.v[i], int(n.v[i])); return r; }
   static Vec exp2_int(Vec n) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = std::ldexp(1.f, int(n.v[i])); return r; }
   static Vec zero_where_below(Vec a, float limit, Vec value) {
     Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = a.v[i] < limit ? 0.f : value.v[i]; return r;
@@ -191,6 +213,27 @@ inline Vec vexp(Vec x) {
   y = Vec::fmadd(y, xc, Vec::set1(5.0000001201E-1f));
   y = Vec::fmadd(y, z, xc + Vec::set1(1.f));
   return Vec::zero_where_below(x, -87.33654475f, y * Vec::exp2_int(fx));
+}
+
+// exp(x) with vexp's polynomial for arguments where tiny results need not be
+// exactly 0 (silu's 1 + exp(-x)): results below exp(-87.3) stay ~1e-38, and a
+// NaN argument gives NaN. About a third fewer instructions than vexp, which
+// matters in silu, the one kernel here that is compute bound.
+inline Vec vexp_nonzero(Vec x) {
+  // The constant first: min/max return their second operand for a NaN.
+  Vec xc = Vec::min(Vec::set1(88.0f), Vec::max(Vec::set1(-87.33654475f), x));
+  Vec fx = Vec::round_nearest(xc * Vec::set1(1.44269504088896341f));
+  xc = xc - fx * Vec::set1(0.693359375f);
+  xc = xc - fx * Vec::set1(-2.12194440e-4f);
+  Vec z = xc * xc;
+  Vec y = Vec::set1(1.9875691500E-4f);
+  y = Vec::fmadd(y, xc, Vec::set1(1.3981999507E-3f));
+  y = Vec::fmadd(y, xc, Vec::set1(8.3334519073E-3f));
+  y = Vec::fmadd(y, xc, Vec::set1(4.1665795894E-2f));
+  y = Vec::fmadd(y, xc, Vec::set1(1.6666665459E-1f));
+  y = Vec::fmadd(y, xc, Vec::set1(5.0000001201E-1f));
+  y = Vec::fmadd(y, z, xc + Vec::set1(1.f));
+  return Vec::ldexp(y, fx);
 }
 
 inline float sexp(float x) { return x < -87.33654475f ? 0.f : std::exp(x); }
