@@ -56,28 +56,42 @@ const std::vector<std::string>& host_kernel_names();
 
 namespace detail {
 
-inline void note_device(c10::DeviceIndex& device, const at::Tensor& t) {
-  if (device < 0 && t.defined() && t.device().type() == c10::DeviceType::PrivateUse1) {
-    device = t.device().index();
+// The one device a call runs on. CPU 0-dim tensors are scalars any device's
+// kernels take (as TensorIterator allows); anything else on another device is
+// the caller's mistake, reported as PyTorch reports it for CUDA.
+struct CallDevice {
+  std::optional<c10::Device> device;
+  void see(const at::Tensor& t) {
+    if (!t.defined() || (t.dim() == 0 && t.device().is_cpu())) {
+      return;
+    }
+    if (!device) {
+      device = t.device();
+      return;
+    }
+    TORCH_CHECK(
+        *device == t.device(),
+        "Expected all tensors to be on the same device, but found at least two devices, ", *device, " and ",
+        t.device(), "! Move them to one device with .to('my_asic:N') first.");
   }
-}
-inline void note_device(c10::DeviceIndex& device, const std::optional<at::Tensor>& t) {
-  if (t.has_value()) {
-    note_device(device, *t);
+  void see(const std::optional<at::Tensor>& t) {
+    if (t.has_value()) {
+      see(*t);
+    }
   }
-}
-inline void note_device(c10::DeviceIndex& device, const at::ITensorListRef& list) {
-  for (const at::Tensor& t : list) {
-    note_device(device, t);
+  void see(const at::ITensorListRef& list) {
+    for (const at::Tensor& t : list) {
+      see(t);
+    }
   }
-}
-inline void note_device(c10::DeviceIndex& device, at::TensorList list) {
-  for (const at::Tensor& t : list) {
-    note_device(device, t);
+  void see(at::TensorList list) {
+    for (const at::Tensor& t : list) {
+      see(t);
+    }
   }
-}
-template <class T>
-inline void note_device(c10::DeviceIndex&, const T&) {}
+  template <class T>
+  void see(const T&) {}
+};
 
 } // namespace detail
 
@@ -89,9 +103,11 @@ class HostKernelScope {
  public:
   template <class... Args>
   explicit HostKernelScope(const Args&... args) {
-    c10::DeviceIndex device = -1;
-    (detail::note_device(device, args), ...);
-    wait_current_stream(device < 0 ? current_device() : device);
+    detail::CallDevice call;
+    (call.see(args), ...);
+    wait_current_stream(
+        call.device && call.device->type() == c10::DeviceType::PrivateUse1 ? call.device->index()
+                                                                         : current_device());
   }
 
  private:
