@@ -120,9 +120,16 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blo
   const auto dd = dst.device().index();
   if (sd == dd) {
     if (same_bytes_layout(src, dst)) {
+      const auto stream = current_stream(sd);
+      if (host_addressable() && query_stream(stream)) {
+        // Nothing is queued before it, so copying on this thread keeps stream
+        // order and spares the round trip through the runtime's stream that
+        // the next CPU kernel would wait for (a reshape's clone, say).
+        host_alias(dst).copy_(host_alias(src));
+        return;
+      }
       // Ordered on the stream like any device work; no host wait needed.
-      memcpy_async(dst.data_ptr(), src.const_data_ptr(), span_bytes(src), KPDR_MEMCPY_DEVICE_TO_DEVICE,
-                current_stream(sd));
+      memcpy_async(dst.data_ptr(), src.const_data_ptr(), span_bytes(src), KPDR_MEMCPY_DEVICE_TO_DEVICE, stream);
       return;
     }
     if (host_addressable()) {
