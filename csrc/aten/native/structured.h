@@ -135,19 +135,10 @@ inline std::optional<at::Tensor> maybe_create_proxy(
   return std::nullopt;
 }
 
-template <class Impl, size_t N>
-struct Functional final : Impl {
-  void set_output_strided(
-      int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options KP_NAMES_PARAM) override {
-    set(i, sizes, strides, options KP_NAMES_ARG);
-  }
-  void set_output_raw_strided(
-      int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options KP_NAMES_PARAM) override {
-    set(i, sizes, strides, options KP_NAMES_ARG);
-  }
-  const at::Tensor& maybe_get_output(int64_t i) override {
-    return *outputs_[i];
-  }
+// What the wrappers add to an iterator op after meta() has built it (see
+// dtypes); for other structured ops these are no-ops.
+template <class Impl>
+struct Iterator : Impl {
   // TensorIterator's CPU-only step for CPU scalar inputs: compute on a copy
   // in the common dtype, keep the original (original_scalar_value reads it).
   void cast_cpu_scalars() {
@@ -190,6 +181,21 @@ struct Functional final : Impl {
       return this->common_dtype_;
     }
     return at::ScalarType::Undefined;
+  }
+};
+
+template <class Impl, size_t N>
+struct Functional final : Iterator<Impl> {
+  void set_output_strided(
+      int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options KP_NAMES_PARAM) override {
+    set(i, sizes, strides, options KP_NAMES_ARG);
+  }
+  void set_output_raw_strided(
+      int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides, at::TensorOptions options KP_NAMES_PARAM) override {
+    set(i, sizes, strides, options KP_NAMES_ARG);
+  }
+  const at::Tensor& maybe_get_output(int64_t i) override {
+    return *outputs_[i];
   }
   at::Tensor take(int64_t i) {
     return std::move(outputs_[i]).take();
@@ -209,7 +215,7 @@ struct Functional final : Impl {
 
 // out= (kInplace false) and in-place (kInplace true) forms.
 template <class Impl, size_t N, bool kInplace>
-struct Given final : Impl {
+struct Given final : Iterator<Impl> {
   template <class... T>
   explicit Given(T&... outs) : outputs_{std::ref(outs)...} {}
 
@@ -223,49 +229,6 @@ struct Given final : Impl {
   }
   const at::Tensor& maybe_get_output(int64_t i) override {
     return proxies_[i].has_value() ? **proxies_[i] : outputs_[i].get();
-  }
-  // TensorIterator's CPU-only step for CPU scalar inputs: compute on a copy
-  // in the common dtype, keep the original (original_scalar_value reads it).
-  void cast_cpu_scalars() {
-    if constexpr (kIterator<Impl>) {
-      if (this->common_dtype_ == at::ScalarType::Undefined) {
-        return;
-      }
-      for (int i = this->noutputs(); i < this->ntensors(); ++i) {
-        auto& operand = this->operands_[i];
-        if (operand.current_dtype == this->common_dtype_ || !dtypes::is_cpu_scalar(operand.tensor_base())) {
-          continue;
-        }
-        // A 0-dim operand has zero strides: only its data pointer changes.
-        operand.exchange_tensor(
-            c10::MaybeOwned<at::TensorBase>::owned(at::Tensor(operand.tensor_base()).to(this->common_dtype_)));
-        operand.current_dtype = operand.target_dtype = this->common_dtype_;
-        operand.data = const_cast<void*>(operand.tensor_base().const_data_ptr());
-      }
-    }
-  }
-  // Whether ATen's CPU loops can run the iterator as built: the CPU
-  // TensorIterator would have cast any input, or any output other than a
-  // boolean result, whose dtype differs from the common dtype.
-  bool loops_accept_dtypes() const {
-    if constexpr (kIterator<Impl>) {
-      if (this->common_dtype_ == at::ScalarType::Undefined) {
-        return true;
-      }
-      for (int i = 0; i < this->ntensors(); ++i) {
-        const at::ScalarType d = this->dtype(i);
-        if (d != this->common_dtype_ && !(i < this->noutputs() && d == at::kBool)) {
-          return false;
-        }
-      }
-    }
-    return true;
-  }
-  at::ScalarType common() const {
-    if constexpr (kIterator<Impl>) {
-      return this->common_dtype_;
-    }
-    return at::ScalarType::Undefined;
   }
   // Copies proxy results into the given outputs.
   void finish() {
