@@ -8,16 +8,16 @@
 
 namespace kernel_pytorch::native {
 
-bool Registrar::has_my_asic_kernel(const char* name) {
+namespace {
+// The aten operator a registration name ("add.Tensor", "relu") refers to.
+c10::OperatorHandle aten_op(const char* name) {
   const char* dot = std::strchr(name, '.');
-  c10::OperatorName op_name(
-      std::string("aten::") + (dot ? std::string(name, dot - name) : std::string(name)), dot ? dot + 1 : "");
-  auto op = c10::Dispatcher::singleton().findOp(op_name);
+  auto op = c10::Dispatcher::singleton().findOp(c10::OperatorName(
+      std::string("aten::") + (dot ? std::string(name, dot - name) : std::string(name)), dot ? dot + 1 : ""));
   TORCH_INTERNAL_ASSERT(op.has_value(), "my_asic native kernels: no operator aten::", name);
-  return op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+  return *op;
 }
 
-namespace {
 std::unordered_map<const void*, c10::OperatorHandle>& operators() {
   static std::unordered_map<const void*, c10::OperatorHandle> ops;
   return ops;
@@ -29,13 +29,12 @@ std::vector<std::string>& names() {
 }
 } // namespace
 
+bool Registrar::has_my_asic_kernel(const char* name) {
+  return aten_op(name).hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+}
+
 void remember_operator(const void* kernel, const char* name) {
-  const char* dot = std::strchr(name, '.');
-  operators().emplace(
-      kernel,
-      c10::Dispatcher::singleton().findSchemaOrThrow(
-          (std::string("aten::") + (dot ? std::string(name, dot - name) : std::string(name))).c_str(),
-          dot ? dot + 1 : ""));
+  operators().emplace(kernel, aten_op(name));
 }
 
 const c10::OperatorHandle& operator_of(const void* kernel) {
