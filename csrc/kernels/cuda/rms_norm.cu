@@ -118,8 +118,11 @@ __device__ __forceinline__ void keep_packed(VT& v) {
 // The largest block of the streaming kernel that keeps its registers (about
 // 12 per 16-byte vector and thread: weight, row, next row; 8 more with a
 // residual) without spilling.
+#ifndef KP_RMS_LB
+#define KP_RMS_LB 0
+#endif
 __host__ __device__ constexpr int stream_max_threads(int vpt, bool residual) {
-  return vpt <= 1 ? 1024 : vpt == 2 ? (residual ? 512 : 1024) : vpt == 4 ? 512 : (residual ? 256 : 512);
+  return vpt <= 1 ? 1024 : vpt == 2 ? (residual ? 512 : 1024) : vpt == 4 ? (KP_RMS_LB && !residual ? 1024 : 512) : (residual ? 256 : 512);
 }
 
 template <typename T, int VPT, bool kResidual>
