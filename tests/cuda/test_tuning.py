@@ -40,7 +40,7 @@ def test_a_new_shape_is_tuned_once_and_saved_to_the_cache_file(tmp_path):
     assert mine[0]["gpu"] == torch.cuda.get_device_name(0)
     assert mine[0]["source"] == "tuned" and mine[0]["us"] > 0
     saved = json.loads(cache.read_text())
-    assert saved["version"] == 1
+    assert saved["version"] == 2
     key = f"rms_norm|bfloat16|rows<=2048,cols=4096|{torch.cuda.get_device_name(0)}"
     assert saved["entries"][key]["threads"] == mine[0]["threads"]
 
@@ -51,6 +51,18 @@ def test_a_later_process_reuses_the_cached_choice(tmp_path):
     second = run(tmp_path, KP_TUNING_CACHE=str(cache))
     assert [(e["threads"], e["split"]) for e in second] == [(e["threads"], e["split"]) for e in first]
     assert {e["source"] for e in second} == {"cache file"}
+
+
+def test_a_cache_file_of_an_older_version_is_ignored_and_rewritten(tmp_path):
+    # Version 1 stored rms_norm's split as rows per block; read as today's
+    # blocks per multiprocessor it would launch a far slower grid.
+    cache = tmp_path / "tuning.json"
+    key = f"rms_norm|bfloat16|rows<=2048,cols=4096|{torch.cuda.get_device_name(0)}"
+    cache.write_text(json.dumps({"version": 1, "entries": {key: {"threads": 512, "split": 1, "us": 1.0}}}))
+    entries = run(tmp_path, KP_TUNING_CACHE=str(cache))
+    assert [e["source"] for e in entries if e["op"] == "rms_norm"] == ["tuned"]
+    saved = json.loads(cache.read_text())
+    assert saved["version"] == 2 and saved["entries"][key]["us"] != 1.0
 
 
 def test_tuning_off_uses_defaults_and_writes_nothing(tmp_path):

@@ -23,7 +23,9 @@ namespace kp::cuda {
 
 // threads: threads per row (norms, softmax), per block (elementwise, rope,
 //          matmul_vec, attention); 0 = default.
-// split:   op specific: rows per block (norms, softmax), vectors per thread
+// split:   op specific: rms_norm: resident blocks per multiprocessor of the
+//          streaming kernel (>= 0), or minus the rows per block of the
+//          one-row-per-group kernel (< 0); rows per block (softmax), vectors per thread
 //          (elementwise), rows per warp (matmul_vec), cache splits
 //          (decode_attention); 0 = default.
 struct LaunchConfig {

@@ -13,9 +13,11 @@
 // the stores. (One row per block, without the prefetch, left memory idle
 // during those phases: 62-74% of copy bandwidth on the H200.)
 //
-// Other rows (unaligned, or longer than 8 vectors x 1024 threads) use
-// rms_norm_kernel: a group of `threads` threads per row, `split` rows per
-// block, the row in registers where it fits, else read twice.
+// rms_norm_kernel, one row per group of `threads` threads and -split rows per
+// block (a negative split selects it for aligned rows), the row in registers
+// where it fits, else read twice, serves the other rows (unaligned, or longer
+// than 8 vectors x 1024 threads; there `split` > 0 is the rows per block)
+// and is a tuning candidate of fused_add_rms_norm.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/row_launch.cuh"
@@ -118,11 +120,8 @@ __device__ __forceinline__ void keep_packed(VT& v) {
 // The largest block of the streaming kernel that keeps its registers (about
 // 12 per 16-byte vector and thread: weight, row, next row; 8 more with a
 // residual) without spilling.
-#ifndef KP_RMS_LB
-#define KP_RMS_LB 0
-#endif
 __host__ __device__ constexpr int stream_max_threads(int vpt, bool residual) {
-  return vpt <= 1 ? 1024 : vpt == 2 ? (residual ? 512 : 1024) : vpt == 4 ? (KP_RMS_LB && !residual ? 1024 : 512) : (residual ? 256 : 512);
+  return vpt <= 1 ? 1024 : vpt == 2 ? (residual ? 512 : 1024) : vpt == 4 ? 512 : (residual ? 256 : 512);
 }
 
 template <typename T, int VPT, bool kResidual>
@@ -366,15 +365,24 @@ ConfigList rms_norm_candidates(const kpdrRmsNormArgs& a) {
   const int d = vec == 1 ? 0 : stream_default_threads(nvec, residual);
   if (d == 0) return row_candidates(nvec);
   // Streaming kernel: block sizes that hold the row in 1..8 vectors per
-  // thread without idle warps, each at full residency, 2 and 1 blocks per
-  // multiprocessor.
+  // thread without idle warps, at full residency and at 2 blocks per
+  // multiprocessor (fewer measured far slower on the H200).
   ConfigList list;
   list.add(d, 0);
   for (int g = 32; g <= 1024; g <<= 1) {
     if (stream_vpt(nvec, g, residual) == 0 || (g > 32 && g / 2 >= nvec)) continue;
-    for (int per_sm : {0, 2, 1}) {
+    for (int per_sm : {0, 2}) {
       if (g == d && per_sm == 0) continue;
       list.add(g, per_sm);
+    }
+  }
+  // With a residual, two loads per vector keep enough reads in flight
+  // without the prefetch, at the higher residency of the one-row-per-block
+  // kernel: it measured up to 6% faster at 8192 x 8192 (H200).
+  if (residual) {
+    for (int g : {256, 512}) {
+      if ((g > 32 && g / 2 >= nvec) || ceil_div(nvec, g) > kRowMaxVpt) continue;
+      list.add(g, -1);
     }
   }
   return list;
@@ -388,7 +396,8 @@ cudaError_t rms_norm(const kpdrRmsNormArgs& a, LaunchConfig cfg, cudaStream_t st
     const bool residual = a.residual != nullptr;
     const int64_t nvec = a.cols / vec;
     const int stream_threads = vec == kVec16<T> ? stream_default_threads(nvec, residual) : 0;
-    if (stream_threads != 0) {
+    const bool row_kernel_cfg = valid_group(cfg.threads) && cfg.split < 0 && cfg.threads * -cfg.split <= 1024;
+    if (stream_threads != 0 && !row_kernel_cfg) {
       int threads = stream_threads, per_sm = 0;
       if (valid_group(cfg.threads) && stream_vpt(nvec, cfg.threads, residual) != 0 && cfg.split >= 0) {
         threads = cfg.threads;
@@ -398,7 +407,8 @@ cudaError_t rms_norm(const kpdrRmsNormArgs& a, LaunchConfig cfg, cudaStream_t st
                       : launch_stream<T, false>(a, threads, per_sm, stream);
     }
     LaunchConfig c = row_default_config(nvec);
-    if (valid_group(cfg.threads) && cfg.split >= 1 && cfg.threads * cfg.split <= 1024) c = cfg;
+    if (row_kernel_cfg) c = LaunchConfig{cfg.threads, -cfg.split};
+    else if (valid_group(cfg.threads) && cfg.split >= 1 && cfg.threads * cfg.split <= 1024) c = cfg;
     if (vec == kVec16<T>) {
       return residual ? launch_vpt<T, kVec16<T>, true>(a, c.threads, c.split, stream)
                       : launch_vpt<T, kVec16<T>, false>(a, c.threads, c.split, stream);

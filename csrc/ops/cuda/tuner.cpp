@@ -47,8 +47,10 @@ void mkdirs(const std::string& dir) {
   }
 }
 
-// The file holds {"version": 1, "entries": {"<key>": {"threads": t, "split": s, "us": u}, ...}};
+// The file holds {"version": 2, "entries": {"<key>": {"threads": t, "split": s, "us": u}, ...}};
 // an unreadable or foreign file is ignored (and rewritten on the next save).
+// Version 2: rms_norm's split became blocks per multiprocessor (or minus rows
+// per block), so version-1 choices would mean other launches; they are dropped.
 std::map<std::string, Stored> read_file(const std::string& path) {
   std::map<std::string, Stored> out;
   std::ifstream in(path);
@@ -56,7 +58,7 @@ std::map<std::string, Stored> read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
-  if (!std::regex_search(text, std::regex("\"version\"\\s*:\\s*1\\b"))) return out;
+  if (!std::regex_search(text, std::regex("\"version\"\\s*:\\s*2\\b"))) return out;
   static const std::regex entry(
       "\"([^\"]+)\"\\s*:\\s*\\{\\s*\"threads\"\\s*:\\s*(-?\\d+)\\s*,\\s*\"split\"\\s*:\\s*(-?\\d+)\\s*,"
       "\\s*\"us\"\\s*:\\s*([-+0-9.eE]+)\\s*\\}");
@@ -96,7 +98,7 @@ void save_locked() {
                       "(set KP_TUNING_CACHE to a writable file)");
       return;
     }
-    out << "{\n  \"version\": 1,\n  \"entries\": {";
+    out << "{\n  \"version\": 2,\n  \"entries\": {";
     bool first = true;
     for (const auto& [k, v] : merged) {
       out << (first ? "\n" : ",\n") << "    \"" << json_escape(k) << "\": {\"threads\": " << v.config.threads
