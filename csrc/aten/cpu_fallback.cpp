@@ -7,12 +7,15 @@
 // to the host and results back through the runtime.
 #include "cpu_fallback.h"
 
+#include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <atomic>
 #include <deque>
+#include <functional>
+#include <initializer_list>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -81,24 +84,6 @@ OpCounter& counter_for(const c10::OperatorHandle& op) {
   }
   cache.emplace(key, &counter);
   return counter;
-}
-
-void note_fallback(const c10::OperatorHandle& op) {
-  const FallbackMode mode = mode_slot().load(std::memory_order_relaxed);
-  OpCounter& counter = counter_for(op);
-  counter.count.fetch_add(1, std::memory_order_relaxed);
-  if (mode == FallbackMode::kRaise) {
-    TORCH_CHECK_NOT_IMPLEMENTED(
-        false, "my_asic has no native kernel for '", op.operator_name(),
-        "' and MY_ASIC_FALLBACK=raise forbids running it on the CPU fallback. Unset "
-        "MY_ASIC_FALLBACK (or call kernel_pytorch.asic.set_fallback_mode('allow')) to "
-        "allow it, or implement the op for my_asic.");
-  }
-  if (mode == FallbackMode::kWarn && !counter.warned.exchange(true)) {
-    TORCH_WARN(
-        "my_asic: '", op.operator_name(), "' has no native kernel and runs on the CPU "
-        "fallback (warned once per op; MY_ASIC_FALLBACK=allow silences this).");
-  }
 }
 
 bool is_device_tensor(const at::Tensor& t) {
@@ -177,6 +162,22 @@ void rewrite_generators_and_devices(
   }
 }
 
+// A sparse result (to_sparse, say) has no one storage to adopt: its
+// component tensors are adopted and reassembled as a my_asic sparse tensor.
+at::Tensor adopt_sparse(DeviceAdopter& adopter, const at::Tensor& r, c10::DeviceIndex device) {
+  const auto options = r.options().device(c10::DeviceType::PrivateUse1, device);
+  if (r.layout() == c10::kSparse) {
+    return at::_sparse_coo_tensor_unsafe(
+        adopter.adopt(r._indices()), adopter.adopt(r._values()), r.sizes(), options, r.is_coalesced());
+  }
+  TORCH_CHECK(
+      at::sparse_csr::is_sparse_compressed(r), "my_asic: cannot return a ", r.layout(),
+      " tensor from a CPU kernel; only strided, sparse COO and compressed sparse layouts are supported");
+  const auto [compressed, plain] = at::sparse_csr::getCompressedPlainIndices(r);
+  return at::_sparse_compressed_tensor_unsafe(
+      adopter.adopt(compressed), adopter.adopt(plain), adopter.adopt(r.values()), r.sizes(), options);
+}
+
 void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
@@ -242,6 +243,9 @@ void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* st
   const size_t num_returns = schema.returns().size();
   const size_t rbegin = stack->size() - num_returns;
   auto to_device = [&](const at::Tensor& r) -> at::Tensor {
+    if (r.defined() && r.layout() != c10::kStrided) {
+      return adopt_sparse(adopter, r, device);
+    }
     for (const auto& [a, t] : aliases) {
       if (r.unsafeGetTensorImpl() == a.unsafeGetTensorImpl()) {
         return t; // in-place / out= ops return their argument
@@ -266,7 +270,7 @@ void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* st
 }
 
 void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  note_fallback(op);
+  note_fallback_call(op);
   if (host_addressable()) {
     run_in_place_on_device(op, stack);
     return;
@@ -315,6 +319,24 @@ void convolution_on_device(const c10::OperatorHandle& op, torch::jit::Stack* sta
 
 } // namespace
 
+void note_fallback_call(const c10::OperatorHandle& op) {
+  const FallbackMode mode = mode_slot().load(std::memory_order_relaxed);
+  OpCounter& counter = counter_for(op);
+  counter.count.fetch_add(1, std::memory_order_relaxed);
+  if (mode == FallbackMode::kRaise) {
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        false, "my_asic has no native kernel for '", op.operator_name(),
+        "' and MY_ASIC_FALLBACK=raise forbids running it on the CPU fallback. Unset "
+        "MY_ASIC_FALLBACK (or call kernel_pytorch.asic.set_fallback_mode('allow')) to "
+        "allow it, or implement the op for my_asic.");
+  }
+  if (mode == FallbackMode::kWarn && !counter.warned.exchange(true)) {
+    TORCH_WARN(
+        "my_asic: '", op.operator_name(), "' has no native kernel and runs on the CPU "
+        "fallback (warned once per op; MY_ASIC_FALLBACK=allow silences this).");
+  }
+}
+
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   my_asic_fallback(op, stack);
 }
@@ -324,30 +346,39 @@ void run_on_host_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack
   run_in_place_on_device(op, stack);
 }
 
-int64_t route_structured_ops_to_fallback() {
-  static int64_t routed = [] {
-    // Kept alive for the process: the registrations live as long as it does.
-    static auto* lib = new torch::Library(
-        torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-    auto& dispatcher = c10::Dispatcher::singleton();
-    int64_t n = 0;
-    for (const auto& name : dispatcher.getAllOpNamesForDispatchKey(
-             c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
-      auto op = dispatcher.findOp(name);
-      if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
-        continue; // no CPU kernel to run, or my_asic has its own
-      }
-      const std::string qualified =
-          name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
-      // Library::impl keeps the name pointer: give it storage that outlives it.
-      static std::deque<std::string> names;
-      names.push_back(qualified.substr(qualified.find("::") + 2));
-      lib->impl(names.back().c_str(), torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>());
-      ++n;
+int64_t route_composite_ops(
+    c10::DispatchKey device_key, c10::DispatchKey cpu_key, std::initializer_list<c10::DispatchKey> composite_keys,
+    const std::function<torch::CppFunction()>& kernel) {
+  // Kept alive for the process: the registrations live as long as it does.
+  auto* lib = new torch::Library(torch::Library::IMPL, "aten", device_key, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  std::vector<c10::OperatorName> candidates;
+  for (const c10::DispatchKey composite : composite_keys) {
+    for (auto& name : dispatcher.getAllOpNamesForDispatchKey(composite)) {
+      candidates.push_back(std::move(name));
     }
-    return n;
-  }();
+  }
+  int64_t n = 0;
+  for (const auto& name : candidates) {
+    auto op = dispatcher.findOp(name);
+    if (!op || !op->hasKernelForDispatchKey(cpu_key) || op->hasKernelForDispatchKey(device_key)) {
+      continue; // no CPU kernel to run, or my_asic has its own
+    }
+    const std::string qualified = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+    // Library::impl keeps the name pointer: give it storage that outlives it.
+    static std::deque<std::string> names;
+    names.push_back(qualified.substr(qualified.find("::") + 2));
+    lib->impl(names.back().c_str(), kernel());
+    ++n;
+  }
+  return n;
+}
+
+int64_t route_structured_ops_to_fallback() {
+  static int64_t routed = route_composite_ops(
+      c10::DispatchKey::PrivateUse1, c10::DispatchKey::CPU,
+      {c10::DispatchKey::CompositeExplicitAutogradNonFunctional},
+      [] { return torch::CppFunction::makeFromBoxedFunction<&my_asic_fallback>(); });
   return routed;
 }
 

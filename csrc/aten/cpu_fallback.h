@@ -2,18 +2,26 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <torch/library.h>
 
 namespace kernel_pytorch {
 
 // The boxed fallback itself: runs `op`'s CPU kernel for my_asic arguments
 // (counted in fallback_stats). Native kernels call it for what they lack.
 void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Counts one fallback call of `op` and applies MY_ASIC_FALLBACK: warns once
+// per op in warn mode, throws NotImplementedError in raise mode. Every path
+// that runs an op's CPU kernel for my_asic (dense or sparse) calls it.
+void note_fallback_call(const c10::OperatorHandle& op);
 
 // Runs `op`'s CPU kernel on host aliases of its my_asic arguments, as a
 // my_asic kernel (not counted): for CPU implementations that insist on CPU
@@ -35,5 +43,13 @@ void reset_fallback_stats();
 // the CPU fallback, so their CPU kernel runs once, in place. Idempotent;
 // returns the number of ops routed.
 int64_t route_structured_ops_to_fallback();
+
+// The routing itself, for any my_asic dispatch key (dense, sparse): every op
+// with a kernel for one of `composite_keys` (which would otherwise serve
+// `device_key`), a kernel for `cpu_key` and none for `device_key` gets
+// `kernel()` for `device_key`. Returns the number of ops routed.
+int64_t route_composite_ops(
+    c10::DispatchKey device_key, c10::DispatchKey cpu_key, std::initializer_list<c10::DispatchKey> composite_keys,
+    const std::function<torch::CppFunction()>& kernel);
 
 } // namespace kernel_pytorch

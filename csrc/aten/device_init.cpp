@@ -7,6 +7,7 @@
 #include "host_view.h"
 #include "native/host_kernels.h"
 #include "runtime.h"
+#include "sparse.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -27,6 +28,7 @@ void initialize_device() {
   // Native kernels first: the fallback routing skips ops that have one.
   native::register_host_kernels();
   route_structured_ops_to_fallback();
+  route_structured_sparse_ops_to_fallback();
   g_initialized.store(true, std::memory_order_release);
 }
 
