@@ -29,6 +29,11 @@
 #ifndef USE_KINETO
 #define USE_KINETO 1
 #endif
+// GenericTraceActivity::addMetadata formats with fmt, whose compiled part
+// libtorch keeps private: compile the little we use here.
+#ifndef FMT_HEADER_ONLY
+#define FMT_HEADER_ONLY
+#endif
 
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
