@@ -75,10 +75,17 @@ CUDA_SOURCES = sorted(glob.glob(os.path.join("csrc", "ops", "cuda", "*.cpp"))) +
 )
 
 
+# Kineto's headers, which torch ships when it was built with Kineto: the
+# PrivateUse1 profiler registry includes them by bare name, and
+# csrc/aten/profiler_kineto.cpp (torch.profiler's my_asic device activities)
+# compiles only where they are found.
+KINETO_INCLUDE = [d for d in [os.path.join(os.path.dirname(torch.__file__), "include", "kineto")] if os.path.isdir(d)]
+
+
 def _extension():
     common = dict(
         name="kernel_pytorch._C",
-        include_dirs=[os.path.join(ROOT, "csrc")],
+        include_dirs=[os.path.join(ROOT, "csrc")] + KINETO_INCLUDE,
         libraries=["dl"],
     )
     if BUILD_CUDA:

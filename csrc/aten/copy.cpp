@@ -9,8 +9,10 @@
 #include <ATen/ops/copy_native.h>
 #include <torch/library.h>
 
+#include "device_activity.h"
 #include "device_allocator.h"
 #include "host_allocator.h"
+#include "host_scope.h"
 #include "host_view.h"
 #include "runtime.h"
 #include "streams.h"
@@ -30,6 +32,17 @@ size_t span_bytes(const at::Tensor& t) {
 bool same_bytes_layout(const at::Tensor& a, const at::Tensor& b) {
   return a.dtype() == b.dtype() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
       a.is_non_overlapping_and_dense() && !a.is_conj() && !b.is_conj() && !a.is_neg() && !b.is_neg();
+}
+
+// A copy the host thread makes in device memory (host addressable), in stream
+// order: recorded as device work while the profiler records it.
+template <typename Copy>
+void copy_on_host(activity::Kind kind, const at::Tensor& device_side, Copy&& copy) {
+  activity::HostWork work;
+  if (activity::recording() && !in_host_kernel()) {
+    work.begin(kind, span_bytes(device_side), current_stream(device_side.device().index()));
+  }
+  copy();
 }
 
 // Elements between t's first and last element, in storage order.
@@ -60,7 +73,7 @@ void host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_block
   if (!dst.is_non_overlapping_and_dense()) {
     if (host_addressable()) {
       wait_current_stream(d);
-      host_alias(dst).copy_(src);
+      copy_on_host(activity::Kind::MemcpyHtoD, dst, [&] { host_alias(dst).copy_(src); });
       return;
     }
     // Read-modify-write the bytes dst spans, so gaps keep their contents.
@@ -93,7 +106,7 @@ void device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_block
   if (!src.is_non_overlapping_and_dense()) {
     if (host_addressable()) {
       wait_current_stream(d);
-      dst.copy_(host_alias(src));
+      copy_on_host(activity::Kind::MemcpyDtoH, src, [&] { dst.copy_(host_alias(src)); });
     } else {
       dst.copy_(host_copy_spanned(src));
     }
@@ -125,7 +138,7 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blo
         // Nothing is queued before it, so copying on this thread keeps stream
         // order and spares the round trip through the runtime's stream that
         // the next CPU kernel would wait for (a reshape's clone, say).
-        host_alias(dst).copy_(host_alias(src));
+        copy_on_host(activity::Kind::MemcpyDtoD, dst, [&] { host_alias(dst).copy_(host_alias(src)); });
         return;
       }
       // Ordered on the stream like any device work; no host wait needed.
@@ -134,7 +147,7 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blo
     }
     if (host_addressable()) {
       wait_current_stream(sd);
-      host_alias(dst).copy_(host_alias(src));
+      copy_on_host(activity::Kind::MemcpyDtoD, dst, [&] { host_alias(dst).copy_(host_alias(src)); });
       return;
     }
     // Layout or dtype change without host access: round trip through the host.

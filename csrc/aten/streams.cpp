@@ -151,7 +151,9 @@ bool query_stream(const c10::Stream& stream) {
 }
 
 void memcpy_async(void* dst, const void* src, size_t bytes, kpdrMemcpyKind kind, const c10::Stream& stream) {
+  activity::StreamWork work(activity::memcpy_kind(kind), nullptr, bytes, stream);
   KPDR_CHECK(rt().MemcpyAsync(dst, src, bytes, kind, native_stream(stream)));
+  work.submitted();
   note_work_submitted(stream);
 }
 

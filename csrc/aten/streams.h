@@ -8,6 +8,7 @@
 
 #include <c10/core/Stream.h>
 
+#include "device_activity.h"
 #include "runtime.h"
 
 namespace kernel_pytorch {
@@ -41,9 +42,11 @@ template <typename Args>
 bool launch_kernel(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args& args,
                    const c10::Stream& stream) {
   if (kernel == nullptr) return false;
+  activity::StreamWork work(activity::Kind::RuntimeKernel, activity::kernel_name(args), 0, stream);
   const kpdrError_t err = kernel(&args, native_stream(stream));
   if (err == KPDR_ERROR_NOT_SUPPORTED) return false;
   KPDR_CHECK(err);
+  work.submitted();
   note_work_submitted(stream);
   return true;
 }

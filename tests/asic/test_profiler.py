@@ -2,11 +2,16 @@
 
 use_device="my_asic" times every op on the device with runtime events (the
 PrivateUse1 profiler stubs, csrc/aten/profiler.cpp), so key_averages() has
-my_asic time. Each case runs in a subprocess so the profiler's own logging on
-stderr can be checked too.
+my_asic time. torch.profiler.profile(activities=[CPU, PrivateUse1]) records
+the device work itself, kernels and copies per stream, linked to the op that
+started it (the Kineto activity profiler, csrc/aten/profiler_kineto.cpp).
+Each case runs in a subprocess so the profiler's own logging on stderr can be
+checked too.
 """
 
 import json
+
+import pytest
 
 from device_subprocess import last_line, run_python_process
 
@@ -102,3 +107,200 @@ elapsed = time.perf_counter() - start
     summary, stderr = profile(body)
     assert any("Backward" in op for op in summary["ops"])
     assert summary["device_us"] > 0 and summary["negative"] == []
+
+
+# --- torch.profiler with ProfilerActivity.PrivateUse1 (device activities) ---
+
+# A matmul and an add (native kernels on device memory), copies both ways, and
+# a kernel_pytorch op that runs the runtime's own kernel (rms_norm).
+DEVICE_WORK = """
+import json, sys, torch, kernel_pytorch
+import kernel_pytorch.ops as kops
+from torch.profiler import ProfilerActivity
+ACTIVITIES = {activities}
+a = torch.randn(64, 64, device="my_asic")
+w = torch.ones(64, device="my_asic")
+host = torch.randn(64, 64)
+def work():
+    b = torch.mm(a, a)
+    c = torch.add(b, a)
+    d = host.to("my_asic")
+    n = kops.rms_norm(d, w)
+    return (c + n).cpu()
+work()  # warm up outside the profile
+with torch.profiler.profile(activities=ACTIVITIES) as prof:
+    for _ in range({repeats}):
+        work()
+{after}
+"""
+
+KEY_AVERAGES = """
+averages = prof.key_averages()
+print(json.dumps({
+    "device_us": {e.key: e.device_time_total for e in averages},
+    "self_device_us": {e.key: e.self_device_time_total for e in averages},
+    "negative": [e.key for e in averages
+                 if min(e.cpu_time_total, e.self_cpu_time_total, e.device_time_total, e.self_device_time_total) < 0],
+}))
+"""
+
+BOTH = "[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]"
+
+
+def profile_device_work(after, activities=BOTH, repeats=3, env=None):
+    code = DEVICE_WORK.format(activities=activities, repeats=repeats, after=after)
+    completed = run_python_process(code, env=env)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(last_line(completed.stdout)), completed.stderr
+
+
+def test_device_activities_give_each_op_its_my_asic_time():
+    summary, _ = profile_device_work(KEY_AVERAGES)
+    device_us = summary["self_device_us"]
+    # Native kernels (mm, add), the runtime's kernel (rms_norm) and the copies
+    # in (.to) and out (.cpu()), which belong to the innermost op, _copy_from.
+    for op in ("aten::mm", "aten::add", "kernel_pytorch::rms_norm", "aten::_copy_from"):
+        assert device_us.get(op, 0) > 0, (op, device_us)
+    # The ops around them include it in their totals.
+    assert summary["device_us"]["aten::copy_"] >= device_us["aten::_copy_from"] > 0
+
+
+def test_device_activities_report_nothing_negative():
+    summary, _ = profile_device_work(KEY_AVERAGES)
+    assert summary["negative"] == []
+
+
+def test_device_activities_log_no_warnings_or_errors():
+    _, stderr = profile_device_work(KEY_AVERAGES)
+    lowered = stderr.lower()
+    for word in ("warn", "error", "assert", "my_asic"):
+        assert word not in lowered, stderr[-3000:]
+
+
+def test_device_activities_are_reported_as_kernel_rows_per_stream():
+    summary, _ = profile_device_work(KEY_AVERAGES)
+    kernels = {key for key in summary["device_us"] if key.startswith("my_asic ")}
+    assert "my_asic host kernel: aten::mm" in kernels
+    assert "my_asic runtime kernel: rms_norm" in kernels
+    assert {"Memcpy HtoD (my_asic)", "Memcpy DtoH (my_asic)"} <= set(summary["device_us"])
+
+
+CHROME_TRACE = """
+prof.export_chrome_trace(TRACE)
+print(json.dumps(json.load(open(TRACE))["traceEvents"]))
+"""
+
+
+def export_trace(tmp_path, activities=BOTH, env=None):
+    trace = tmp_path / "trace.json"
+    events, _ = profile_device_work(f"TRACE = {str(trace)!r}" + CHROME_TRACE, activities=activities, env=env)
+    return events
+
+
+def test_chrome_trace_has_my_asic_kernels_and_copies_on_device_rows(tmp_path):
+    events = export_trace(tmp_path)
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    names = {e["name"] for e in device}
+    assert {"my_asic host kernel: aten::mm", "my_asic runtime kernel: rms_norm",
+            "Memcpy HtoD (my_asic)", "Memcpy DtoH (my_asic)"} <= names
+    # pid: the my_asic device index; tid: the stream (0, the default stream).
+    assert {(e["pid"], e["tid"]) for e in device} == {(0, 0)}
+    assert all(e["args"]["device"] == 0 and e["args"]["stream"] == 0 for e in device)
+    assert all(e["dur"] >= 0 for e in device)
+    memcpy = next(e for e in device if e["name"] == "Memcpy HtoD (my_asic)")
+    assert memcpy["args"]["bytes"] == 64 * 64 * 4
+
+
+def test_chrome_trace_links_device_work_to_the_op_that_started_it(tmp_path):
+    events = export_trace(tmp_path)
+    ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op"}
+    kernels = [e for e in events if e.get("cat") == "kernel" and e["name"].endswith("aten::mm")]
+    assert kernels
+    for kernel in kernels:
+        op = ops[kernel["args"]["External id"]]
+        assert op["name"] == "aten::mm"
+        # Runs inside its op's time span (a native kernel runs as the op runs).
+        assert op["ts"] <= kernel["ts"] and kernel["ts"] + kernel["dur"] <= op["ts"] + op["dur"] + 1
+
+
+def test_chrome_trace_draws_a_flow_from_each_launch_to_its_device_work(tmp_path):
+    events = export_trace(tmp_path)
+    launches = [e for e in events if e.get("cat") == "privateuse1_runtime"]
+    device = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")]
+    assert len(launches) == len(device) > 0
+    flows = [e for e in events if e.get("cat") == "ac2g"]
+    starts = {e["id"] for e in flows if e["ph"] == "s"}
+    ends = {e["id"] for e in flows if e["ph"] == "f"}
+    assert starts == ends and len(starts) == len(device)
+
+
+def test_chrome_trace_names_the_my_asic_device_row(tmp_path):
+    events = export_trace(tmp_path)
+    labels = [e["args"]["labels"] for e in events if e.get("ph") == "M" and e.get("name") == "process_labels"
+              and e.get("pid") == 0]
+    assert labels and labels[0].startswith("my_asic 0")
+
+
+def test_work_on_a_side_stream_is_reported_on_that_stream(tmp_path):
+    trace = tmp_path / "trace.json"
+    code = f"""
+import json, torch, kernel_pytorch
+from torch.profiler import ProfilerActivity
+a = torch.randn(32, 32, device="my_asic")
+side = torch.my_asic.Stream()
+side.wait_stream(torch.my_asic.current_stream())
+with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    with torch.my_asic.stream(side):
+        b = torch.mm(a, a)
+    torch.my_asic.synchronize()
+prof.export_chrome_trace({str(trace)!r})
+kernels = [e for e in json.load(open({str(trace)!r}))["traceEvents"] if e.get("cat") == "kernel"]
+print(json.dumps({{"tids": sorted({{e["tid"] for e in kernels}}), "side": side.stream_id}}))
+"""
+    completed = run_python_process(code)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(last_line(completed.stdout))
+    assert result["tids"] == [result["side"]] and result["side"] != 0
+
+
+def test_backward_ops_on_the_autograd_thread_get_device_time():
+    body = """
+model[0].weight.requires_grad_(True)
+start = time.perf_counter()
+with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    model(x).sum().backward()
+elapsed = time.perf_counter() - start
+"""
+    completed = run_python_process(MODEL_RUN + body + """
+averages = prof.key_averages()
+print(json.dumps({e.key: e.device_time_total for e in averages if "Backward" in e.key}))
+""")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    backward = json.loads(last_line(completed.stdout))
+    assert backward and sum(backward.values()) > 0, backward
+
+
+def test_copies_are_device_activities_when_memory_is_not_host_addressable():
+    # Every op then runs through the CPU fallback: its device work is the copies.
+    summary, _ = profile_device_work(KEY_AVERAGES, env={"MYASIC_HOST_ADDRESSABLE": "0"})
+    assert summary["device_us"].get("Memcpy HtoD (my_asic)", 0) > 0
+    assert summary["device_us"].get("Memcpy DtoH (my_asic)", 0) > 0
+    assert summary["negative"] == []
+
+
+def test_cpu_only_profiling_records_no_device_activity():
+    summary, _ = profile_device_work(KEY_AVERAGES, activities="[ProfilerActivity.CPU]")
+    assert "aten::mm" in summary["device_us"]
+    assert not any(key.startswith(("my_asic ", "Memcpy")) for key in summary["device_us"])
+    assert sum(summary["device_us"].values()) == 0
+
+
+def test_consecutive_profiles_each_record_their_own_device_work():
+    after = """
+with torch.profiler.profile(activities=ACTIVITIES) as second:
+    work()
+counts = [sum(e.count for e in p.key_averages() if e.key == "my_asic host kernel: aten::mm") for p in (prof, second)]
+print(json.dumps(counts))
+"""
+    counts, _ = profile_device_work(after, repeats=3)
+    assert counts == [3, 1]

@@ -26,6 +26,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <c10/util/ApproximateClock.h>
+
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -99,19 +101,32 @@ struct CallDevice {
 // device the arguments live on (the CPU kernel runs on the host thread, in
 // stream order), and while alive makes device work started from inside the
 // kernel synchronous (host_scope.h).
+//
+// While the profiler records device activity, the outermost scope on a thread
+// is recorded as one kernel on that stream (device_activity.h). A caller that
+// gives up on the kernel before running it (and takes the fallback) calls
+// dismiss().
 class HostKernelScope {
  public:
   template <class... Args>
   explicit HostKernelScope(const Args&... args) {
     detail::CallDevice call;
     (call.see(args), ...);
-    wait_current_stream(
-        call.device && call.device->type() == c10::DeviceType::PrivateUse1 ? call.device->index()
-                                                                         : current_device());
+    const c10::DeviceIndex device =
+        call.device && call.device->type() == c10::DeviceType::PrivateUse1 ? call.device->index() : current_device();
+    const int64_t entered = activity::recording() ? c10::getTime() : 0;
+    wait_current_stream(device);
+    if (activity::recording() && host_kernel_depth() == 1) {
+      work_.begin(activity::Kind::HostKernel, 0, current_stream(device), entered);
+    }
+  }
+  void dismiss() {
+    work_.dismiss();
   }
 
  private:
   HostKernelDepth depth_;
+  activity::HostWork work_; // destroyed before depth_: ends the kernel's timing
 };
 
 // The operator a registered kernel serves, for its fallback path.

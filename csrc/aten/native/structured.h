@@ -301,11 +301,12 @@ struct Op {
 
  private:
   static std::optional<at::Tensor> try_run(at::ScalarType* common, Args... args) {
-    const HostKernelScope scope(args...);
+    HostKernelScope scope(args...);
     structured::Functional<Impl, 1> op;
     op.meta(args...);
     op.cast_cpu_scalars();
     if (!op.loops_accept_dtypes()) {
+      scope.dismiss();
       *common = op.common();
       return std::nullopt;
     }
@@ -313,11 +314,12 @@ struct Op {
     return op.take(0);
   }
   static bool try_run_out(at::ScalarType* common, Args... args, at::Tensor& result) {
-    const HostKernelScope scope(args..., result);
+    HostKernelScope scope(args..., result);
     structured::Given<Impl, 1, false> op(result);
     op.meta(args...);
     op.cast_cpu_scalars();
     if (!op.loops_accept_dtypes()) {
+      scope.dismiss();
       *common = op.common();
       return false;
     }
@@ -345,11 +347,12 @@ struct InplaceOp {
 
  private:
   static bool try_run(at::ScalarType* common, at::Tensor& self, Rest... rest) {
-    const HostKernelScope scope(self, rest...);
+    HostKernelScope scope(self, rest...);
     structured::Given<Impl, 1, true> op(self);
     op.meta(self, rest...);
     op.cast_cpu_scalars();
     if (!op.loops_accept_dtypes()) {
+      scope.dismiss();
       *common = op.common();
       return false;
     }
