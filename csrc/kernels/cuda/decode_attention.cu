@@ -42,6 +42,18 @@ constexpr int kWarps = kThreads / 32;
 #define KP_DECODE_STAGES 2
 #endif
 constexpr int kStages = KP_DECODE_STAGES;
+// Stages of the bulk-copy (sm_90) tensor-core kernel: with one instruction
+// per row the copies are cheap to issue, and three stages (~104 KB for bf16,
+// head_dim 128: still two blocks per multiprocessor) keep two tiles of each
+// block in flight while one is computed.
+#ifndef KP_DECODE_BULK_STAGES
+#define KP_DECODE_BULK_STAGES 3
+#endif
+constexpr int kBulkStages = KP_DECODE_BULK_STAGES;
+// -DKP_DECODE_BULK=0 keeps the cp.async kernel on sm_90 too (for measurements).
+#ifndef KP_DECODE_BULK
+#define KP_DECODE_BULK 1
+#endif
 
 // head_dim rounded up to the kernel's padded width; 0: unsupported.
 inline int padded_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0; }
@@ -110,6 +122,53 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// ---------------------------------------------------------- bulk copies
+// On sm_90 the tensor-core kernel fills its tiles with the bulk-copy engine
+// (cp.async.bulk, one instruction per 256-byte cache row, completion counted
+// in bytes on an mbarrier) instead of 16-byte cp.async: each thread issues one
+// or two copies per tile instead of 16 (the per-chunk address arithmetic and
+// bounds checks were about half of the kernel's instructions), and the copies
+// do not go through the load/store unit. One copy per row, not one per tile,
+// keeps the 16-byte row padding that makes ldmatrix free of bank conflicts
+// (a tensor map with a swizzle would need the driver API).
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+  // Make the initialised barrier visible to the bulk-copy (async) proxy.
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// One arrival that also announces `bytes` more to come in this phase. The
+// copies of the phase may complete before or after it (the transaction count
+// may go transiently negative); the phase ends once both are in.
+__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, unsigned bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(smem)),
+               "l"(gmem), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
 #endif
 }
 
@@ -419,20 +478,46 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
 // 2 * quad_col + {0, 1} (a0) and + 8 (a2); B holds k = 2 * quad_col + {0, 1}
 // (b0) and + 8 (b1) of column quad_row; C holds row quad_row (c0, c1) and
 // quad_row + 8 (c2, c3) at columns 2 * quad_col + {0, 1}.
-template <typename T, int DP, int G>
+//
+// BULK (sm_90): tiles arrive by bulk copies counted on one mbarrier per
+// stage, kBulkStages deep; otherwise by cp.async, kStages deep.
+template <bool BULK>
+__host__ __device__ constexpr int mma_stages() {
+  return BULK ? kBulkStages : kStages;
+}
+
+// Shared memory of the tensor-core kernel: the copy stages (which the warps'
+// merge reuses), then one mbarrier per stage.
+template <typename T, int DP, int G, bool BULK>
+__host__ __device__ constexpr int mma_stage_area_bytes() {
+  constexpr int merge = static_cast<int>(sizeof(float)) * kWarps * G * (DP + 2);
+  constexpr int stages = mma_stages<BULK>() * Tiling<T, DP>::kStageBytes;
+  return ((stages > merge ? stages : merge) + 15) / 16 * 16;
+}
+template <typename T, int DP, int G, bool BULK>
+__host__ __device__ constexpr int mma_smem_bytes() {
+  return mma_stage_area_bytes<T, DP, G, BULK>() + 8 * mma_stages<BULK>();
+}
+
+template <typename T, int DP, int G, bool BULK>
 __global__ void __launch_bounds__(kThreads)
 decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, float* partial_o,
                             float* partial_ml) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (BULK && __CUDA_ARCH__ < 900) {
+    return;  // never launched: the host picks BULK only for sm_90+ kernel images
+  } else {
   using TL = Tiling<T, DP>;
   using Op = MmaOp<T>;
   constexpr int TILE = TL::kTile, RW = TL::kRowsPerWarp, E = TL::kE, RS = TL::kRowStride;
+  constexpr int KS = mma_stages<BULK>();
   constexpr int NS = RW / 8;   // score fragments (8 rows each) per warp and tile
   constexpr int KD = DP / 16;  // k steps over head_dim
   constexpr int NO = DP / 8;   // output fragments (8 columns each)
   static_assert(RW % 16 == 0 && G <= 8, "mma tiling");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* stages = smem_raw;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(smem_raw + mma_stage_area_bytes<T, DP, G, BULK>());
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int qr = lane >> 2, qc = lane & 3;  // quad row (head) and column
@@ -458,37 +543,61 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
     }
   }
   if (D < DP) {
-    for (int i = tid; i < kStages * 2 * TILE * (DP - D); i += kThreads) {
+    for (int i = tid; i < KS * 2 * TILE * (DP - D); i += kThreads) {
       const int row = i / (DP - D), d = D + i % (DP - D);
       reinterpret_cast<T*>(stages + row * RS)[d] = from_f<T>(0.f);
     }
+  }
+  if constexpr (BULK) {
+    if (tid < KS) mbar_init(bars + tid, 1);
   }
 
   const T* kbase = static_cast<const T*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
   const T* vbase = static_cast<const T*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
   const int64_t kst = a.k_stride[2], vst = a.v_stride[2];
-  // Each thread copies chunk lc of rows lr, lr + kRowStep, ... of a tile:
-  // consecutive threads cover consecutive 16 bytes of a row (coalesced), and
-  // the per-tile address arithmetic is one multiply and constant steps.
+  // cp.async: each thread copies chunk lc of rows lr, lr + kRowStep, ... of a
+  // tile: consecutive threads cover consecutive 16 bytes of a row
+  // (coalesced), and the per-tile address arithmetic is one multiply and
+  // constant steps.
   constexpr int kRowStep = kThreads / TL::kChunks;
   static_assert(kThreads % TL::kChunks == 0 && TILE % kRowStep == 0, "copy mapping");
   const int lc = tid % TL::kChunks, lr = tid / TL::kChunks;
   const bool copies = lc < D / E;  // chunks beyond head_dim stay zero
   auto load_tile = [&](int64_t t0, int st) {
-    unsigned char* ks = stages + st * TL::kStageBytes + lr * RS + lc * 16;
-    unsigned char* vs = ks + TILE * RS;
-    const T* kp = kbase + (t0 + lr) * kst + lc * E;
-    const T* vp = vbase + (t0 + lr) * vst + lc * E;
-    if (!copies) return;
+    unsigned char* kst_base = stages + st * TL::kStageBytes;
+    if constexpr (BULK) {
+      // Thread i copies row i % TILE of K (i < TILE) or V, one bulk copy each.
+      const int64_t left = end - t0;
+      const int rows = left < TILE ? static_cast<int>(left) : TILE;
+      const unsigned row_bytes = static_cast<unsigned>(D) * sizeof(T);
+      if (tid == 0) mbar_arrive_expect(bars + st, 2u * rows * row_bytes);
 #pragma unroll
-    for (int j = 0; j < TILE / kRowStep; ++j) {
-      if (t0 + lr + j * kRowStep < end) {
-        cp_async16(ks + j * kRowStep * RS, kp + j * kRowStep * kst);
-        cp_async16(vs + j * kRowStep * RS, vp + j * kRowStep * vst);
-      } else {
-        // Rows past the end get probability 0, but 0 * (stale NaN) is NaN
-        // inside the product: give them zeros.
-        *reinterpret_cast<uint4*>(vs + j * kRowStep * RS) = make_uint4(0, 0, 0, 0);
+      for (int i = tid; i < 2 * TILE; i += kThreads) {
+        const int r = i % TILE;
+        const bool is_v = i >= TILE;
+        unsigned char* dst = kst_base + (is_v ? TILE * RS : 0) + r * RS;
+        if (r < rows) {
+          bulk_copy(dst, is_v ? vbase + (t0 + r) * vst : kbase + (t0 + r) * kst, row_bytes, bars + st);
+        } else if (is_v) {
+          // Rows past the end get probability 0, but 0 * (stale NaN) is
+          // NaN inside the product: give them zeros.
+          for (int c = 0; c < D / E; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+        }
+      }
+    } else {
+      unsigned char* ks = kst_base + lr * RS + lc * 16;
+      unsigned char* vs = ks + TILE * RS;
+      const T* kp = kbase + (t0 + lr) * kst + lc * E;
+      const T* vp = vbase + (t0 + lr) * vst + lc * E;
+      if (!copies) return;
+#pragma unroll
+      for (int j = 0; j < TILE / kRowStep; ++j) {
+        if (t0 + lr + j * kRowStep < end) {
+          cp_async16(ks + j * kRowStep * RS, kp + j * kRowStep * kst);
+          cp_async16(vs + j * kRowStep * RS, vp + j * kRowStep * vst);
+        } else {
+          *reinterpret_cast<uint4*>(vs + j * kRowStep * RS) = make_uint4(0, 0, 0, 0);
+        }
       }
     }
   };
@@ -504,19 +613,28 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
 
   const int64_t ntiles = end > start ? (end - start + TILE - 1) / TILE : 0;
-  __syncthreads();
+  __syncthreads();  // zeroed padding and initialised barriers before any copy
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
+  for (int st = 0; st < KS - 1; ++st) {
     if (st < ntiles) load_tile(start + st * TILE, st);
-    cp_async_commit();
+    if constexpr (!BULK) cp_async_commit();
   }
+  // BULK: the zeroed tail rows of V (generic stores, which the mbarrier does
+  // not order) become visible through this barrier for the first tiles and
+  // through each iteration's closing barrier for the later ones.
+  if constexpr (BULK) __syncthreads();
   for (int64_t it = 0; it < ntiles; ++it) {
     const int64_t t0 = start + it * TILE;
-    if (it + kStages - 1 < ntiles) load_tile(t0 + (kStages - 1) * TILE, static_cast<int>((it + kStages - 1) % kStages));
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();
-    __syncthreads();
-    const unsigned char* ks = stages + static_cast<int>(it % kStages) * TL::kStageBytes + warp * RW * RS;
+    const int cur = static_cast<int>(it % KS);
+    if (it + KS - 1 < ntiles) load_tile(t0 + (KS - 1) * TILE, static_cast<int>((it + KS - 1) % KS));
+    if constexpr (BULK) {
+      mbar_wait(bars + cur, static_cast<unsigned>((it / KS) & 1));
+    } else {
+      cp_async_commit();
+      cp_async_wait<KS - 1>();
+      __syncthreads();
+    }
+    const unsigned char* ks = stages + cur * TL::kStageBytes + warp * RW * RS;
     const unsigned char* vs = ks + TILE * RS;
     const int64_t row0 = t0 + warp * RW;  // cache row of this warp's first tile row
 
@@ -570,9 +688,14 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
         Op::run(acc[n + 1], pa[2 * kt][0], pa[2 * kt + 1][0], vb[2], vb[3]);
       }
     }
-    __syncthreads();
+    __syncthreads();  // this stage is refilled by the next iteration's copy
   }
-  cp_async_wait<0>();
+  if constexpr (!BULK) cp_async_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Let the combine kernel (launched as a programmatic dependent) start its
+  // launch now; it still waits for this grid's completion before reading.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   float* mo = reinterpret_cast<float*>(stages);  // [kWarps][G][DP]
   float* mm = mo + kWarps * G * DP;              // [kWarps][G] max (natural log units)
@@ -591,6 +714,7 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
     }
   }
   write_block_result<T, DP, G>(a, mo, mm, ml, w.nheads, b, h0, w.split, splits, partial_o, partial_ml);
+  }
 #endif
 }
 
@@ -598,6 +722,11 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
 template <typename T>
 __global__ void combine_kernel(kpdrDecodeAttentionArgs a, int splits, const float* partial_o,
                                const float* partial_ml) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the attention kernel: wait for
+  // its completion (and its writes) before reading the partial results.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t b = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
   const float* ml = partial_ml + (b * a.heads + h) * splits * 2;
   const float* po = partial_o + (b * a.heads + h) * splits * a.head_dim;
@@ -626,17 +755,36 @@ bool copies_async(const kpdrDecodeAttentionArgs& a) {
   return ok;
 }
 
-// Whether the current device has the m16n8k16 tensor-core instructions (sm_80+).
-bool has_mma() {
+// Compute capability major of the current device (0 if unknown).
+int device_major() {
   static int majors[64] = {0};
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
   if (majors[dev] == 0) {
     int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
     majors[dev] = major;
   }
-  return majors[dev] >= 8;
+  return majors[dev];
+}
+
+// Whether the current device has the m16n8k16 tensor-core instructions (sm_80+).
+bool has_mma() { return device_major() >= 8; }
+
+// Whether `kernel` runs from an sm_90+ image on the current device: the
+// bulk-copy kernel's body is empty when compiled for older architectures, so
+// an extension built only for sm_80 must not pick it on an H100 either.
+template <typename K>
+bool runs_sm90_image(K kernel) {
+  static int versions[64] = {0};
+  int dev = 0;
+  if (device_major() < 9 || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (versions[dev] == 0) {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) return false;
+    versions[dev] = attr.binaryVersion;
+  }
+  return versions[dev] >= 90;
 }
 
 int heads_per_block(const kpdrDecodeAttentionArgs& a) {
@@ -673,10 +821,16 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
   const int64_t chunk = ceil_div(ceil_div(a.cache_len, splits), TL::kTile) * TL::kTile;
   const int64_t group = a.heads / a.kv_heads;
   const dim3 grid(splits, static_cast<unsigned>(a.kv_heads * ceil_div(group, G)), static_cast<unsigned>(a.batch));
-  constexpr int smem = smem_bytes<T, DP, G>();
   auto kernel = decode_attention_kernel<T, DP, G, ASYNC>;
+  int smem = smem_bytes<T, DP, G>();
   if constexpr (sizeof(T) == 2 && DP <= 128 && ASYNC) {
-    if (has_mma()) kernel = decode_attention_mma_kernel<T, DP, G>;
+    if (KP_DECODE_BULK && runs_sm90_image(decode_attention_mma_kernel<T, DP, G, true>)) {
+      kernel = decode_attention_mma_kernel<T, DP, G, true>;
+      smem = mma_smem_bytes<T, DP, G, true>();
+    } else if (has_mma()) {
+      kernel = decode_attention_mma_kernel<T, DP, G, false>;
+      smem = mma_smem_bytes<T, DP, G, false>();
+    }
   }
   // Above 48 KB of dynamic shared memory a kernel must opt in (not a stream
   // operation: allowed during graph capture).
@@ -686,8 +840,23 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
   float* pml = po == nullptr ? nullptr : po + a.batch * a.heads * splits * a.head_dim;
   kernel<<<grid, kThreads, smem, stream>>>(a, splits, chunk, po, pml);
   if (splits > 1) {
-    const int ct = static_cast<int>(std::min<int64_t>(1024, ceil_div(a.head_dim, 32) * 32));
-    combine_kernel<T><<<static_cast<unsigned>(a.batch * a.heads), ct, 0, stream>>>(a, splits, po, pml);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    // On sm_90 the combine kernel is a programmatic dependent launch: its
+    // blocks are scheduled while the attention kernel drains (which hides
+    // most of a launch gap at short caches) and wait in-kernel for its
+    // results. Captured into CUDA graphs like any launch.
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(a.batch * a.heads));
+    cfg.blockDim = dim3(static_cast<unsigned>(std::min<int64_t>(1024, ceil_div(a.head_dim, 32) * 32)));
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = device_major() >= 9 ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, combine_kernel<T>, a, splits, static_cast<const float*>(po),
+                              static_cast<const float*>(pml));
   }
   return cudaGetLastError();
 }
