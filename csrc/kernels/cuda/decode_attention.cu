@@ -20,7 +20,13 @@
 //     columns of every head.
 // The four warps' states are merged at the end of the block; with more than
 // one split, the block writes its (max, sum, unnormalised output) to a
-// float32 workspace and a small second kernel combines the splits.
+// float32 workspace and a small second kernel combines the splits (on sm_90
+// a programmatic dependent launch, scheduled while the first kernel drains).
+//
+// 16-bit caches with head_dim <= 128 take the tensor-core kernel further
+// down (mma.sync for both products); on sm_90 its tiles come from tensor-map
+// copies (TMA) issued by one thread, which is what reaches the DRAM bandwidth
+// that cuDNN's decode kernel reaches (see "tensor copies" below).
 //
 // Launch configuration: `split` cache splits (0: about two blocks per
 // multiprocessor); `threads` is fixed at 128.
@@ -30,7 +36,6 @@
 #include <cuda.h>  // CUtensorMap (types only: the encoder is found at run time)
 #include <cudaTypedefs.h>
 
-#include <cooperative_groups.h>
 #include <type_traits>
 
 namespace kp::cuda {
@@ -58,10 +63,6 @@ constexpr int kBulkStages = KP_DECODE_BULK_STAGES;
 // -DKP_DECODE_BULK=0 keeps the cp.async kernel on sm_90 too (for measurements).
 #ifndef KP_DECODE_BULK
 #define KP_DECODE_BULK 1
-#endif
-// -DKP_DECODE_CLUSTER=0 combines the splits with the second kernel on sm_90 too.
-#ifndef KP_DECODE_CLUSTER
-#define KP_DECODE_CLUSTER 1
 #endif
 
 // head_dim rounded up to the kernel's padded width; 0: unsupported.
@@ -140,17 +141,19 @@ __device__ __forceinline__ void cp_async_wait() {
 // boxes each), completion is counted in bytes on an mbarrier, and the copies
 // bypass the load/store unit. The boxes land with the 128-byte swizzle (16-byte
 // chunk c of row r stored at chunk c ^ (r % 8)), which keeps ldmatrix free of
-// bank conflicts without padded rows. Measured on the H200 (B=8, H=32, Hkv=8,
-// D=128, bf16): 16-byte cp.async per thread reached ~80% of the DRAM
-// bandwidth; one bulk copy per 256-byte row (cp.async.bulk, padded rows) was
-// slower still (the copy engine is slow on small copies).
+// bank conflicts without padded rows. Measured with Nsight Compute on the H200
+// (B=8, H=32, Hkv=8, D=128, bf16, T=16k; both read exactly the cache's bytes
+// from DRAM): 16-byte cp.async per thread reached 80% of peak DRAM throughput,
+// these copies 88% (cuDNN's decode kernel: 87%), with 20% fewer instructions.
+// One bulk copy per 256-byte row (cp.async.bulk into padded rows) reached only
+// 64%: the copy engine is slow on small copies.
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
-  // Make the initialised barrier visible to the bulk-copy (async) proxy.
+  // Make the initialised barrier visible to the async proxy (the tensor copies).
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
@@ -254,73 +257,6 @@ __device__ __forceinline__ void write_block_result(const kpdrDecodeAttentionArgs
       }
     }
   }
-}
-
-// Blocks in this block's cluster (1 when launched without clusters).
-__device__ __forceinline__ unsigned cluster_blocks() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  unsigned n;
-  asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-  return n;
-#else
-  return 1;
-#endif
-}
-
-// The end of a block of the sm_90 kernel launched with its splits as one
-// thread-block cluster (2..8 splits): each block leaves its partial (output,
-// max, sum) in its own shared memory (`mine`: [G][DP] then [G][2]), and after
-// a cluster barrier every block combines a share of the group's outputs by
-// reading all the splits' partials through distributed shared memory. No
-// workspace round trip and no second kernel (whose launch and drain cost
-// several microseconds at short caches).
-template <typename T, int DP, int G>
-__device__ __forceinline__ void cluster_combine(const kpdrDecodeAttentionArgs& a, const float* mo, const float* mm,
-                                                const float* ml, float* mine, int nheads, int64_t b, int64_t h0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  const int D = static_cast<int>(a.head_dim);
-  const int splits = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
-  float* my_ml = mine + G * DP;
-  __syncthreads();  // the warps' states (mo, mm, ml) are complete
-  for (int i = threadIdx.x; i < nheads * D; i += kThreads) {
-    const int g = i / D, d = i % D;
-    float big = kNegInf;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, mm[w * G + g]);
-    float num = 0.f, den = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float mw = mm[w * G + g];
-      const float f = mw == kNegInf ? 0.f : exp_for<T>(mw - big);
-      num += f * mo[(w * G + g) * DP + d];
-      den += f * ml[w * G + g];
-    }
-    mine[g * DP + d] = num;
-    if (d == 0) {
-      my_ml[2 * g] = big;
-      my_ml[2 * g + 1] = den;
-    }
-  }
-  cluster.sync();  // every split's partials are in place
-  for (int i = rank * kThreads + static_cast<int>(threadIdx.x); i < nheads * D; i += splits * kThreads) {
-    const int g = i / D, d = i % D;
-    float big = kNegInf;
-    for (int s = 0; s < splits; ++s) big = fmaxf(big, cluster.map_shared_rank(my_ml, s)[2 * g]);
-    float num = 0.f, den = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float* pml = cluster.map_shared_rank(my_ml, s) + 2 * g;
-      if (pml[0] == kNegInf) continue;
-      const float f = expf(pml[0] - big);
-      den += f * pml[1];
-      num += f * cluster.map_shared_rank(mine, s)[g * DP + d];
-    }
-    T* out = static_cast<T*>(a.out) + b * a.out_stride[0] + (h0 + g) * a.out_stride[1];
-    out[d] = from_f<T>(den > 0.f ? num / den : 0.f);
-  }
-  cluster.sync();  // no block leaves while others still read its shared memory
-#endif
 }
 
 // ASYNC: rows are 16-byte aligned and head_dim is a whole number of chunks,
@@ -581,8 +517,7 @@ __host__ __device__ constexpr int mma_stage_bytes() {
 }
 template <typename T, int DP, int G, bool BULK>
 __host__ __device__ constexpr int mma_stage_area_bytes() {
-  // The warps' merge, then (clusters) the block's partial result.
-  constexpr int merge = static_cast<int>(sizeof(float)) * (kWarps + 1) * G * (DP + 2);
+  constexpr int merge = static_cast<int>(sizeof(float)) * kWarps * G * (DP + 2);
   constexpr int stages = mma_stages<BULK>() * mma_stage_bytes<T, DP, BULK>();
   return ((stages > merge ? stages : merge) + 15) / 16 * 16;
 }
@@ -821,12 +756,6 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
       ml[warp * G + qr] = l;
     }
   }
-  if constexpr (BULK) {
-    if (splits > 1 && cluster_blocks() == static_cast<unsigned>(splits)) {
-      cluster_combine<T, DP, G>(a, mo, mm, ml, ml + kWarps * G, w.nheads, b, h0);
-      return;
-    }
-  }
   write_block_result<T, DP, G>(a, mo, mm, ml, w.nheads, b, h0, w.split, splits, partial_o, partial_ml);
   }
 #endif
@@ -986,44 +915,30 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
   float* pml = po == nullptr ? nullptr : po + a.batch * a.heads * splits * a.head_dim;
   // Above 48 KB of dynamic shared memory a kernel must opt in (not a stream
   // operation: allowed during graph capture).
-  // cluster: launch each sequence's splits as one thread-block cluster (the
-  // sm_90 kernel then combines them itself).
-  auto run = [&](auto kernel, int smem, int cluster, auto... extra) {
+  auto run = [&](auto kernel, int smem, auto... extra) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = cluster > 1 ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, kernel, a, splits, chunk, po, pml, extra...);
+    if (err == cudaSuccess) {
+      kernel<<<grid, kThreads, smem, stream>>>(a, splits, chunk, po, pml, extra...);
+      err = cudaGetLastError();
+    }
+    return err;
   };
   cudaError_t err = cudaSuccess;
-  bool done = false, combined = false;
+  bool done = false;
   if constexpr (sizeof(T) == 2 && DP <= 128 && ASYNC) {
     TmaMaps maps{};
     if (KP_DECODE_BULK && runs_sm90_image(decode_attention_mma_kernel<T, DP, G, true>) &&
         encode_cache_maps<T>(a, TL::kTile, &maps)) {
-      // Up to 8 blocks is the portable cluster size.
-      combined = KP_DECODE_CLUSTER && splits > 1 && splits <= 8;
-      err = run(decode_attention_mma_kernel<T, DP, G, true>, mma_smem_bytes<T, DP, G, true>(), combined ? splits : 1,
-                maps);
+      err = run(decode_attention_mma_kernel<T, DP, G, true>, mma_smem_bytes<T, DP, G, true>(), maps);
       done = true;
     } else if (has_mma()) {
-      err = run(decode_attention_mma_kernel<T, DP, G, false>, mma_smem_bytes<T, DP, G, false>(), 1, maps);
+      err = run(decode_attention_mma_kernel<T, DP, G, false>, mma_smem_bytes<T, DP, G, false>(), maps);
       done = true;
     }
   }
-  if (!done) err = run(decode_attention_kernel<T, DP, G, ASYNC>, smem_bytes<T, DP, G>(), 1);
+  if (!done) err = run(decode_attention_kernel<T, DP, G, ASYNC>, smem_bytes<T, DP, G>());
   if (err != cudaSuccess) return err;
-  if (splits > 1 && !combined) {
+  if (splits > 1) {
     // On sm_90 the combine kernel is a programmatic dependent launch: its
     // blocks are scheduled while the attention kernel drains (which hides
     // most of a launch gap at short caches) and wait in-kernel for its
