@@ -20,12 +20,23 @@
 //     columns of every head.
 // The four warps' states are merged at the end of the block; with more than
 // one split, the block writes its (max, sum, unnormalised output) to a
-// float32 workspace and a small second kernel combines the splits.
+// float32 workspace and a small second kernel combines the splits (on sm_90
+// a programmatic dependent launch, scheduled while the first kernel drains).
+//
+// 16-bit caches with head_dim <= 128 take the tensor-core kernel further
+// down (mma.sync for both products); on sm_90 its tiles come from tensor-map
+// copies (TMA) issued by one thread, which is what reaches the DRAM bandwidth
+// that cuDNN's decode kernel reaches (see "tensor copies" below).
 //
 // Launch configuration: `split` cache splits (0: about two blocks per
 // multiprocessor); `threads` is fixed at 128.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
+
+#include <cuda.h>  // CUtensorMap (types only: the encoder is found at run time)
+#include <cudaTypedefs.h>
+
+#include <type_traits>
 
 namespace kp::cuda {
 namespace {
@@ -42,6 +53,17 @@ constexpr int kWarps = kThreads / 32;
 #define KP_DECODE_STAGES 2
 #endif
 constexpr int kStages = KP_DECODE_STAGES;
+// Stages of the tensor-copy (sm_90) tensor-core kernel: two (64 KB for bf16,
+// head_dim 128) measured as fast as three and four on the H200 at the default
+// split and faster at others (more blocks fit a multiprocessor).
+#ifndef KP_DECODE_BULK_STAGES
+#define KP_DECODE_BULK_STAGES 2
+#endif
+constexpr int kBulkStages = KP_DECODE_BULK_STAGES;
+// -DKP_DECODE_BULK=0 keeps the cp.async kernel on sm_90 too (for measurements).
+#ifndef KP_DECODE_BULK
+#define KP_DECODE_BULK 1
+#endif
 
 // head_dim rounded up to the kernel's padded width; 0: unsupported.
 inline int padded_dim(int64_t d) { return d <= 64 ? 64 : d <= 128 ? 128 : d <= 256 ? 256 : 0; }
@@ -112,6 +134,65 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
+
+// ---------------------------------------------------------- tensor copies
+// On sm_90 the tensor-core kernel fills its tiles with the tensor memory
+// accelerator: one thread issues four copies per tile (K and V, two 64-column
+// boxes each), completion is counted in bytes on an mbarrier, and the copies
+// bypass the load/store unit. The boxes land with the 128-byte swizzle (16-byte
+// chunk c of row r stored at chunk c ^ (r % 8)), which keeps ldmatrix free of
+// bank conflicts without padded rows. Measured with Nsight Compute on the H200
+// (B=8, H=32, Hkv=8, D=128, bf16, T=16k; both read exactly the cache's bytes
+// from DRAM): 16-byte cp.async per thread reached 80% of peak DRAM throughput,
+// these copies 88% (cuDNN's decode kernel: 87%), with 20% fewer instructions.
+// One bulk copy per 256-byte row (cp.async.bulk into padded rows) reached only
+// 64%: the copy engine is slow on small copies.
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
+  // Make the initialised barrier visible to the async proxy (the tensor copies).
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// One arrival that also announces `bytes` more to come in this phase. The
+// copies of the phase may complete before or after it (the transaction count
+// may go transiently negative); the phase ends once both are in.
+__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n"
+      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// Box {c0 (column), c1 (row), c2 (kv head), c3 (sequence)} of the 4-d map.
+__device__ __forceinline__ void tensor_copy(void* smem, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_u32(smem)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      : "memory");
+#endif
+}
+
+// Tensor maps of the K and V caches as [batch][kv head][row][column] with
+// boxes of 64 columns x kTile rows (kernel parameters: __grid_constant__).
+struct TmaMaps {
+  CUtensorMap k, v;
+};
 
 // What one block works on: sequence b, kv head kvh, query heads h0 ..
 // h0 + nheads - 1, cache rows [start, end) of split `split`.
@@ -419,20 +500,56 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
 // 2 * quad_col + {0, 1} (a0) and + 8 (a2); B holds k = 2 * quad_col + {0, 1}
 // (b0) and + 8 (b1) of column quad_row; C holds row quad_row (c0, c1) and
 // quad_row + 8 (c2, c3) at columns 2 * quad_col + {0, 1}.
-template <typename T, int DP, int G>
+//
+// BULK (sm_90): tiles arrive by tensor copies counted on one mbarrier per
+// stage, kBulkStages deep, unpadded and swizzled; otherwise by cp.async,
+// kStages deep, into rows padded by 16 bytes.
+template <bool BULK>
+__host__ __device__ constexpr int mma_stages() {
+  return BULK ? kBulkStages : kStages;
+}
+
+// Shared memory of the tensor-core kernel: the copy stages (which the warps'
+// merge reuses), then one mbarrier per stage.
+template <typename T, int DP, bool BULK>
+__host__ __device__ constexpr int mma_stage_bytes() {
+  return BULK ? 2 * Tiling<T, DP>::kTile * DP * static_cast<int>(sizeof(T)) : Tiling<T, DP>::kStageBytes;
+}
+template <typename T, int DP, int G, bool BULK>
+__host__ __device__ constexpr int mma_stage_area_bytes() {
+  constexpr int merge = static_cast<int>(sizeof(float)) * kWarps * G * (DP + 2);
+  constexpr int stages = mma_stages<BULK>() * mma_stage_bytes<T, DP, BULK>();
+  return ((stages > merge ? stages : merge) + 15) / 16 * 16;
+}
+// The swizzled boxes need 1024-byte alignment, which the dynamic shared
+// memory base does not promise: 1 KB of slack.
+template <typename T, int DP, int G, bool BULK>
+__host__ __device__ constexpr int mma_smem_bytes() {
+  return mma_stage_area_bytes<T, DP, G, BULK>() + 8 * mma_stages<BULK>() + (BULK ? 1024 : 0);
+}
+
+template <typename T, int DP, int G, bool BULK>
 __global__ void __launch_bounds__(kThreads)
 decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, float* partial_o,
-                            float* partial_ml) {
+                            float* partial_ml, const __grid_constant__ TmaMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (BULK && __CUDA_ARCH__ < 900) {
+    return;  // never launched: the host picks BULK only for sm_90+ kernel images
+  } else {
   using TL = Tiling<T, DP>;
   using Op = MmaOp<T>;
   constexpr int TILE = TL::kTile, RW = TL::kRowsPerWarp, E = TL::kE, RS = TL::kRowStride;
+  constexpr int KS = mma_stages<BULK>();
   constexpr int NS = RW / 8;   // score fragments (8 rows each) per warp and tile
   constexpr int KD = DP / 16;  // k steps over head_dim
   constexpr int NO = DP / 8;   // output fragments (8 columns each)
   static_assert(RW % 16 == 0 && G <= 8, "mma tiling");
+  constexpr int SB = mma_stage_bytes<T, DP, BULK>();
+  constexpr int BOX = TILE * 128;  // bytes of one 64-column box of a tile (BULK)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* stages = smem_raw;
+  if constexpr (BULK) stages += (1024 - (smem_u32(smem_raw) & 1023)) & 1023;
+  uint64_t* bars = reinterpret_cast<uint64_t*>(stages + mma_stage_area_bytes<T, DP, G, BULK>());
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int qr = lane >> 2, qc = lane & 3;  // quad row (head) and column
@@ -457,8 +574,12 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
       }
     }
   }
-  if (D < DP) {
-    for (int i = tid; i < kStages * 2 * TILE * (DP - D); i += kThreads) {
+  if constexpr (BULK) {
+    // Columns beyond head_dim and rows beyond the cache are zero-filled by
+    // the tensor copies.
+    if (tid < KS) mbar_init(bars + tid, 1);
+  } else if (D < DP) {
+    for (int i = tid; i < KS * 2 * TILE * (DP - D); i += kThreads) {
       const int row = i / (DP - D), d = D + i % (DP - D);
       reinterpret_cast<T*>(stages + row * RS)[d] = from_f<T>(0.f);
     }
@@ -467,28 +588,41 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
   const T* kbase = static_cast<const T*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
   const T* vbase = static_cast<const T*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
   const int64_t kst = a.k_stride[2], vst = a.v_stride[2];
-  // Each thread copies chunk lc of rows lr, lr + kRowStep, ... of a tile:
-  // consecutive threads cover consecutive 16 bytes of a row (coalesced), and
-  // the per-tile address arithmetic is one multiply and constant steps.
+  // cp.async: each thread copies chunk lc of rows lr, lr + kRowStep, ... of a
+  // tile: consecutive threads cover consecutive 16 bytes of a row
+  // (coalesced), and the per-tile address arithmetic is one multiply and
+  // constant steps.
   constexpr int kRowStep = kThreads / TL::kChunks;
   static_assert(kThreads % TL::kChunks == 0 && TILE % kRowStep == 0, "copy mapping");
   const int lc = tid % TL::kChunks, lr = tid / TL::kChunks;
   const bool copies = lc < D / E;  // chunks beyond head_dim stay zero
   auto load_tile = [&](int64_t t0, int st) {
-    unsigned char* ks = stages + st * TL::kStageBytes + lr * RS + lc * 16;
-    unsigned char* vs = ks + TILE * RS;
-    const T* kp = kbase + (t0 + lr) * kst + lc * E;
-    const T* vp = vbase + (t0 + lr) * vst + lc * E;
-    if (!copies) return;
+    unsigned char* kst_base = stages + st * SB;
+    if constexpr (BULK) {
+      if (tid == 0) {
+        mbar_arrive_expect(bars + st, SB);  // whole boxes, zero-filled ones included
 #pragma unroll
-    for (int j = 0; j < TILE / kRowStep; ++j) {
-      if (t0 + lr + j * kRowStep < end) {
-        cp_async16(ks + j * kRowStep * RS, kp + j * kRowStep * kst);
-        cp_async16(vs + j * kRowStep * RS, vp + j * kRowStep * vst);
-      } else {
-        // Rows past the end get probability 0, but 0 * (stale NaN) is NaN
-        // inside the product: give them zeros.
-        *reinterpret_cast<uint4*>(vs + j * kRowStep * RS) = make_uint4(0, 0, 0, 0);
+        for (int box = 0; box < DP / 64; ++box) {
+          tensor_copy(kst_base + box * BOX, &maps.k, box * 64, static_cast<int>(t0), static_cast<int>(kvh),
+                      static_cast<int>(b), bars + st);
+          tensor_copy(kst_base + (DP / 64 + box) * BOX, &maps.v, box * 64, static_cast<int>(t0),
+                      static_cast<int>(kvh), static_cast<int>(b), bars + st);
+        }
+      }
+    } else {
+      unsigned char* ks = kst_base + lr * RS + lc * 16;
+      unsigned char* vs = ks + TILE * RS;
+      const T* kp = kbase + (t0 + lr) * kst + lc * E;
+      const T* vp = vbase + (t0 + lr) * vst + lc * E;
+      if (!copies) return;
+#pragma unroll
+      for (int j = 0; j < TILE / kRowStep; ++j) {
+        if (t0 + lr + j * kRowStep < end) {
+          cp_async16(ks + j * kRowStep * RS, kp + j * kRowStep * kst);
+          cp_async16(vs + j * kRowStep * RS, vp + j * kRowStep * vst);
+        } else {
+          *reinterpret_cast<uint4*>(vs + j * kRowStep * RS) = make_uint4(0, 0, 0, 0);
+        }
       }
     }
   };
@@ -504,20 +638,47 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
 
   const int64_t ntiles = end > start ? (end - start + TILE - 1) / TILE : 0;
-  __syncthreads();
+  __syncthreads();  // zeroed padding and initialised barriers before any copy
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
+  for (int st = 0; st < KS - 1; ++st) {
     if (st < ntiles) load_tile(start + st * TILE, st);
-    cp_async_commit();
+    if constexpr (!BULK) cp_async_commit();
   }
   for (int64_t it = 0; it < ntiles; ++it) {
     const int64_t t0 = start + it * TILE;
-    if (it + kStages - 1 < ntiles) load_tile(t0 + (kStages - 1) * TILE, static_cast<int>((it + kStages - 1) % kStages));
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();
-    __syncthreads();
-    const unsigned char* ks = stages + static_cast<int>(it % kStages) * TL::kStageBytes + warp * RW * RS;
-    const unsigned char* vs = ks + TILE * RS;
+    const int cur = static_cast<int>(it % KS);
+    if (it + KS - 1 < ntiles) load_tile(t0 + (KS - 1) * TILE, static_cast<int>((it + KS - 1) % KS));
+    if constexpr (BULK) {
+      mbar_wait(bars + cur, static_cast<unsigned>((it / KS) & 1));
+      if (t0 + TILE > end && end < a.cache_len) {
+        // The last tile of a shorter sequence or of a split holds rows past
+        // its end: probability 0, but 0 * (stale NaN) is NaN inside the
+        // product, so zero those V rows (whole 128-byte box rows: the swizzle
+        // only permutes chunks within a row).
+        const int first = static_cast<int>(end - t0);
+        unsigned char* vz = stages + cur * SB + (DP / 64) * BOX;
+        for (int i = tid; i < (DP / 64) * (TILE - first) * 8; i += kThreads) {
+          const int box = i / ((TILE - first) * 8), rest = i % ((TILE - first) * 8);
+          reinterpret_cast<uint4*>(vz + box * BOX + (first + rest / 8) * 128)[rest % 8] = make_uint4(0, 0, 0, 0);
+        }
+        __syncthreads();
+      }
+    } else {
+      cp_async_commit();
+      cp_async_wait<KS - 1>();
+      __syncthreads();
+    }
+    // Shared address of (tile row r, column col, a multiple of 8) of K or V.
+    const unsigned char* kstage = stages + cur * SB;
+    auto at = [&](bool v, int r, int col) -> const unsigned char* {
+      if constexpr (BULK) {
+        const int box = col >> 6, c = (col & 63) >> 3;
+        return kstage + ((v ? DP / 64 : 0) + box) * BOX + r * 128 + ((c ^ (r & 7)) << 4);
+      } else {
+        return kstage + (v ? TILE * RS : 0) + r * RS + col * 2;
+      }
+    };
+    const int wr = warp * RW;  // this warp's first row of the tile
     const int64_t row0 = t0 + warp * RW;  // cache row of this warp's first tile row
 
     // Scores: NS fragments of 8 rows.
@@ -529,7 +690,7 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
 #pragma unroll
       for (int kk = 0; kk < KD; kk += 2) {
         uint32_t kb[4];  // b0, b1 of k step kk, then of kk + 1
-        ldmatrix_x4<false>(kb, ks + (n * 8 + (lane & 7)) * RS + (kk * 16 + (lane >> 3) * 8) * 2);
+        ldmatrix_x4<false>(kb, at(false, wr + n * 8 + (lane & 7), kk * 16 + (lane >> 3) * 8));
         Op::run(c, qa[kk][0], qa[kk][1], kb[0], kb[1]);
         Op::run(c, qa[kk + 1][0], qa[kk + 1][1], kb[2], kb[3]);
       }
@@ -565,14 +726,19 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
 #pragma unroll
       for (int n = 0; n < NO; n += 2) {
         uint32_t vb[4];  // b0, b1 of output fragment n, then of n + 1
-        ldmatrix_x4<true>(vb, vs + (kt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + (n * 8 + (lane >> 4) * 8) * 2);
+        ldmatrix_x4<true>(vb, at(true, wr + kt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, n * 8 + (lane >> 4) * 8));
         Op::run(acc[n], pa[2 * kt][0], pa[2 * kt + 1][0], vb[0], vb[1]);
         Op::run(acc[n + 1], pa[2 * kt][0], pa[2 * kt + 1][0], vb[2], vb[3]);
       }
     }
-    __syncthreads();
+    __syncthreads();  // this stage is refilled by the next iteration's copy
   }
-  cp_async_wait<0>();
+  if constexpr (!BULK) cp_async_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Let the combine kernel (launched as a programmatic dependent) start its
+  // launch now; it still waits for this grid's completion before reading.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
   float* mo = reinterpret_cast<float*>(stages);  // [kWarps][G][DP]
   float* mm = mo + kWarps * G * DP;              // [kWarps][G] max (natural log units)
@@ -591,6 +757,7 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
     }
   }
   write_block_result<T, DP, G>(a, mo, mm, ml, w.nheads, b, h0, w.split, splits, partial_o, partial_ml);
+  }
 #endif
 }
 
@@ -598,6 +765,11 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
 template <typename T>
 __global__ void combine_kernel(kpdrDecodeAttentionArgs a, int splits, const float* partial_o,
                                const float* partial_ml) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as a programmatic dependent of the attention kernel: wait for
+  // its completion (and its writes) before reading the partial results.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t b = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
   const float* ml = partial_ml + (b * a.heads + h) * splits * 2;
   const float* po = partial_o + (b * a.heads + h) * splits * a.head_dim;
@@ -626,17 +798,83 @@ bool copies_async(const kpdrDecodeAttentionArgs& a) {
   return ok;
 }
 
-// Whether the current device has the m16n8k16 tensor-core instructions (sm_80+).
-bool has_mma() {
+// Compute capability major of the current device (0 if unknown).
+int device_major() {
   static int majors[64] = {0};
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
   if (majors[dev] == 0) {
     int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
     majors[dev] = major;
   }
-  return majors[dev] >= 8;
+  return majors[dev];
+}
+
+// Whether the current device has the m16n8k16 tensor-core instructions (sm_80+).
+bool has_mma() { return device_major() >= 8; }
+
+// Whether `kernel` runs from an sm_90+ image on the current device: the
+// bulk-copy kernel's body is empty when compiled for older architectures, so
+// an extension built only for sm_80 must not pick it on an H100 either.
+template <typename K>
+bool runs_sm90_image(K kernel) {
+  static int versions[64] = {0};
+  int dev = 0;
+  if (device_major() < 9 || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return false;
+  if (versions[dev] == 0) {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) return false;
+    versions[dev] = attr.binaryVersion;
+  }
+  return versions[dev] >= 90;
+}
+
+// cuTensorMapEncodeTiled from the driver, found once through the runtime (the
+// extension does not link libcuda); null where the driver lacks it.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
+#else
+    const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &p, cudaEnableDefault, &found);
+#endif
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+      p = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// Tensor maps of the K and V caches, boxes of 64 columns x `tile` rows with
+// the 128-byte swizzle; false where the driver cannot describe them (then the
+// cp.async kernel runs). Host-only work, a few microseconds, no stream
+// operation: allowed during graph capture, where the maps are captured with
+// the kernel's parameters.
+template <typename T>
+bool encode_cache_maps(const kpdrDecodeAttentionArgs& a, int tile, TmaMaps* maps) {
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const CUtensorMapDataType type =
+      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  auto one = [&](CUtensorMap* map, const void* base, const int64_t* stride) {
+    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(a.head_dim), static_cast<cuuint64_t>(a.cache_len),
+                                static_cast<cuuint64_t>(a.kv_heads), static_cast<cuuint64_t>(a.batch)};
+    const cuuint64_t strides[3] = {static_cast<cuuint64_t>(stride[2]) * sizeof(T),
+                                   static_cast<cuuint64_t>(stride[1]) * sizeof(T),
+                                   static_cast<cuuint64_t>(stride[0]) * sizeof(T)};
+    const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(tile), 1, 1};
+    const cuuint32_t elem[4] = {1, 1, 1, 1};
+    return encode(map, type, 4, const_cast<void*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  };
+  // Coordinates are 32-bit in the copy instruction.
+  if (a.cache_len > INT32_MAX || a.batch > INT32_MAX || a.kv_heads > INT32_MAX) return false;
+  return one(&maps->k, a.k, a.k_stride) && one(&maps->v, a.v, a.v_stride);
 }
 
 int heads_per_block(const kpdrDecodeAttentionArgs& a) {
@@ -673,21 +911,50 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
   const int64_t chunk = ceil_div(ceil_div(a.cache_len, splits), TL::kTile) * TL::kTile;
   const int64_t group = a.heads / a.kv_heads;
   const dim3 grid(splits, static_cast<unsigned>(a.kv_heads * ceil_div(group, G)), static_cast<unsigned>(a.batch));
-  constexpr int smem = smem_bytes<T, DP, G>();
-  auto kernel = decode_attention_kernel<T, DP, G, ASYNC>;
-  if constexpr (sizeof(T) == 2 && DP <= 128 && ASYNC) {
-    if (has_mma()) kernel = decode_attention_mma_kernel<T, DP, G>;
-  }
-  // Above 48 KB of dynamic shared memory a kernel must opt in (not a stream
-  // operation: allowed during graph capture).
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
   float* po = static_cast<float*>(ws);
   float* pml = po == nullptr ? nullptr : po + a.batch * a.heads * splits * a.head_dim;
-  kernel<<<grid, kThreads, smem, stream>>>(a, splits, chunk, po, pml);
+  // Above 48 KB of dynamic shared memory a kernel must opt in (not a stream
+  // operation: allowed during graph capture).
+  auto run = [&](auto kernel, int smem, auto... extra) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err == cudaSuccess) {
+      kernel<<<grid, kThreads, smem, stream>>>(a, splits, chunk, po, pml, extra...);
+      err = cudaGetLastError();
+    }
+    return err;
+  };
+  cudaError_t err = cudaSuccess;
+  bool done = false;
+  if constexpr (sizeof(T) == 2 && DP <= 128 && ASYNC) {
+    TmaMaps maps{};
+    if (KP_DECODE_BULK && runs_sm90_image(decode_attention_mma_kernel<T, DP, G, true>) &&
+        encode_cache_maps<T>(a, TL::kTile, &maps)) {
+      err = run(decode_attention_mma_kernel<T, DP, G, true>, mma_smem_bytes<T, DP, G, true>(), maps);
+      done = true;
+    } else if (has_mma()) {
+      err = run(decode_attention_mma_kernel<T, DP, G, false>, mma_smem_bytes<T, DP, G, false>(), maps);
+      done = true;
+    }
+  }
+  if (!done) err = run(decode_attention_kernel<T, DP, G, ASYNC>, smem_bytes<T, DP, G>());
+  if (err != cudaSuccess) return err;
   if (splits > 1) {
-    const int ct = static_cast<int>(std::min<int64_t>(1024, ceil_div(a.head_dim, 32) * 32));
-    combine_kernel<T><<<static_cast<unsigned>(a.batch * a.heads), ct, 0, stream>>>(a, splits, po, pml);
+    // On sm_90 the combine kernel is a programmatic dependent launch: its
+    // blocks are scheduled while the attention kernel drains and wait
+    // in-kernel for its results. Captured into CUDA graphs like any launch.
+    // (Measured within noise of a plain launch on the H200 at T=4k, graph
+    // replay; it cannot be slower.)
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(a.batch * a.heads));
+    cfg.blockDim = dim3(static_cast<unsigned>(std::min<int64_t>(1024, ceil_div(a.head_dim, 32) * 32)));
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = device_major() >= 9 ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, combine_kernel<T>, a, splits, static_cast<const float*>(po),
+                              static_cast<const float*>(pml));
   }
   return cudaGetLastError();
 }
