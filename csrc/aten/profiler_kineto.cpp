@@ -22,6 +22,8 @@
 // profiler registry (privateuse1_profiler.h, in torch 2.13). Elsewhere torch.profiler reports
 // no my_asic device activity; use_device="my_asic" (csrc/aten/profiler.cpp)
 // still times every op.
+#include "profiler_kineto.h"
+
 #if __has_include(<libkineto.h>) && __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>)
 
 // The registry's declarations are compiled only under USE_KINETO, the macro
@@ -298,4 +300,17 @@ REGISTER_PRIVATEUSE1_PROFILER(MyAsicActivityProfiler);
 } // namespace
 } // namespace kernel_pytorch
 
+#define KP_DEVICE_ACTIVITY_PROFILER 1
 #endif // Kineto and the PrivateUse1 profiler registry
+
+namespace kernel_pytorch::activity {
+
+bool device_activity_profiler_built() {
+#ifdef KP_DEVICE_ACTIVITY_PROFILER
+  return true;
+#else
+  return false;
+#endif
+}
+
+} // namespace kernel_pytorch::activity

@@ -11,6 +11,7 @@
 #include "device_allocator.h"
 #include "generator.h"
 #include "host_view.h"
+#include "profiler_kineto.h"
 #include "runtime.h"
 #include "streams.h"
 #include "ops/python_bindings.h"
@@ -91,6 +92,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_runtime_options", &runtime_options);
   m.def("_init", &initialize_device);
   m.def("_device_initialized", &device_initialized);
+  m.def("_device_activity_profiler_built", &activity::device_activity_profiler_built);
   m.def("_native_kernels", [] {
     return py::make_tuple(native::host_kernel_names(), native::cpu_stubs_in_use());
   });
