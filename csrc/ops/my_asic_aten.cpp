@@ -5,7 +5,9 @@
 // dropout, other dtypes, a runtime without the kernel) take PyTorch's usual
 // path: the math decomposition or the CPU fallback.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/SDPBackend.h>
+#include <ATen/ops/_fused_sdp_choice_native.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 #include <c10/core/DeviceGuard.h>
@@ -14,6 +16,7 @@
 #include <cmath>
 
 #include "aten/cpu_fallback.h"
+#include "aten/native/host_kernels.h"
 #include "aten/runtime.h"
 #include "aten/streams.h"
 #include "ops/op_args.h"
@@ -41,6 +44,17 @@ torch::jit::Stack fallback(const char* name, torch::jit::Stack stack) {
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const c10::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                          c10::optional<double> scale, bool enable_gqa) {
+  // A call that needs a gradient: the runtime's kernels have no backward, so
+  // on host-addressable memory ATen's CPU flash attention pair serves it
+  // (aten/native/attention.cpp), under ATen's own CPU constraints.
+  const bool needs_grad = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  if (needs_grad && native::host_flash_attention()) {
+    const int64_t cpu_choice =
+        at::native::_fused_sdp_choice_cpp(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+    if (cpu_choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) {
+      return cpu_choice;
+    }
+  }
   const auto& kernels = runtime_kernels();
   const bool ok =
       kernels.prefill_attention != nullptr && kernels.decode_attention != nullptr &&

@@ -154,6 +154,49 @@ def test_sdpa_backward_on_my_asic_matches_cpu(my_asic):
         torch.testing.assert_close(a.grad.cpu(), b.grad, atol=1e-4, rtol=1e-4)
 
 
+def test_sdpa_that_needs_a_gradient_runs_atens_flash_attention_on_device_memory(my_asic, fallback_counts):
+    # The runtime's kernels have no backward: training takes ATen's CPU flash
+    # attention pair, computing on the host-addressable device memory.
+    from torch.nn.attention import SDPBackend
+
+    host, _ = _sdpa_inputs(2, 4, 4, 9, 9, 16, my_asic)
+    leaves_cpu = [t.clone().requires_grad_(True) for t in host]
+    leaves_dev = [t.to(my_asic).requires_grad_(True) for t in host]
+    assert torch._fused_sdp_choice(*leaves_dev, is_causal=True) == SDPBackend.FLASH_ATTENTION.value
+    F.scaled_dot_product_attention(*leaves_cpu, is_causal=True).square().sum().backward()
+    F.scaled_dot_product_attention(*leaves_dev, is_causal=True).square().sum().backward()
+    for a, b in zip(leaves_dev, leaves_cpu):
+        assert a.grad.device.type == "my_asic"
+        torch.testing.assert_close(a.grad.cpu(), b.grad, atol=1e-5, rtol=1e-5)
+    assert fallback_counts() == {}
+
+
+SDPA_BACKWARD_WITHOUT_HOST_ACCESS = """
+import json, torch, kernel_pytorch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend
+assert not torch.my_asic.get_device_properties(0).host_addressable, "configuration not applied"
+torch.manual_seed(0)
+host = [torch.randn(1, 4, 6, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8)]
+leaves_cpu = [t.clone().requires_grad_(True) for t in host]
+leaves_dev = [t.to("my_asic").requires_grad_(True) for t in host]
+choice = torch._fused_sdp_choice(*leaves_dev, is_causal=True, enable_gqa=True)
+F.scaled_dot_product_attention(*leaves_cpu, is_causal=True, enable_gqa=True).square().sum().backward()
+F.scaled_dot_product_attention(*leaves_dev, is_causal=True, enable_gqa=True).square().sum().backward()
+err = max((a.grad.cpu() - b.grad).abs().max().item() for a, b in zip(leaves_dev, leaves_cpu))
+print(json.dumps({"overrideable": choice == SDPBackend.OVERRIDEABLE.value, "max_grad_error": err}))
+"""
+
+
+def test_sdpa_backward_through_the_runtime_kernels_matches_cpu_without_host_access():
+    # Without host access ATen's CPU kernels cannot run on device memory: the
+    # runtime's forward kernel and the recomputing backward serve training.
+    result = json.loads(last_line(run_python(SDPA_BACKWARD_WITHOUT_HOST_ACCESS,
+                                             env={"MYASIC_HOST_ADDRESSABLE": "0"})))
+    assert result["overrideable"]
+    assert result["max_grad_error"] < 1e-4
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_f_silu_on_my_asic_uses_the_kernel(dtype, my_asic, fallback_counts):
     x = (torch.randn(5, 37) * 3).to(dtype)

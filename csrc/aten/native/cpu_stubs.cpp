@@ -27,6 +27,7 @@
 #include <ATen/native/UnaryOps.h>
 #include <ATen/native/cpu/CatKernel.h>
 #include <ATen/native/cpu/SoftmaxKernel.h>
+#include <ATen/native/transformers/attention.h>
 
 #include <dlfcn.h>
 
@@ -71,7 +72,7 @@ typename Stub::FnPtr static_kernel(void* library, const char* member) {
 }
 
 template <class Stub>
-void use_cpu_kernel(Stub& stub) {
+bool use_cpu_kernel(Stub& stub) {
   using Fn = typename Stub::FnPtr;
   void* library = aten_cpu_library();
   Fn fn = nullptr;
@@ -94,7 +95,10 @@ void use_cpu_kernel(Stub& stub) {
     stub.set_privateuse1_dispatch_ptr(fn);
     ++g_stubs_set;
   }
+  return fn != nullptr;
 }
+
+bool g_flash_attention = false;
 
 } // namespace
 
@@ -193,6 +197,13 @@ void use_cpu_kernels_for_stubs() {
   use_cpu_kernel(log_softmax_kernel);
   use_cpu_kernel(softmax_backward_kernel);
   use_cpu_kernel(log_softmax_backward_kernel);
+  // Flash attention (attention.cpp).
+  const bool forward = use_cpu_kernel(flash_attention_kernel);
+  g_flash_attention = use_cpu_kernel(flash_attention_backward_kernel) && forward;
+}
+
+bool cpu_flash_attention_stubs() {
+  return g_flash_attention;
 }
 
 } // namespace kernel_pytorch::native

@@ -51,6 +51,8 @@ int64_t register_host_kernels();
 void use_cpu_kernels_for_stubs();
 // How many stubs use_cpu_kernels_for_stubs() could point at a CPU kernel.
 int cpu_stubs_in_use();
+// Whether it found both of ATen's CPU flash attention kernels (attention.cpp).
+bool cpu_flash_attention_stubs();
 
 // Names of the ops registered by register_host_kernels(), for backend_info
 // and tests.
@@ -183,6 +185,11 @@ void register_matmul(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);
+void register_attention(Registrar& r);
+
+// Whether ATen's CPU flash attention (forward and backward) serves my_asic
+// tensors (attention.cpp): host-addressable memory and both kernels found.
+bool host_flash_attention();
 
 // Wraps an ATen CPU implementation `fn` as a my_asic kernel.
 template <auto fn, class Sig = std::remove_pointer_t<decltype(fn)>>

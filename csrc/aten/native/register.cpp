@@ -59,6 +59,7 @@ int64_t register_host_kernels() {
     register_matmul(r);
     register_nn(r);
     register_indexing(r);
+    register_attention(r);
     names() = r.registered();
     return static_cast<int64_t>(names().size());
   }();

@@ -365,6 +365,29 @@ inline void accumulate_pv(float* o, int64_t rows, const float* p, int64_t p_stri
       a1.store(o + r * d + c + W);
     }
   }
+  // One vector of o per row: head sizes below 2 * W (16 with AVX-512) would
+  // otherwise all take the scalar loop below.
+  for (; c + W <= d; c += W) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      float* o0 = o + r * d + c;
+      const float* p0 = p + r * p_stride;
+      Vec a0 = Vec::load(o0), a1 = Vec::load(o0 + d), a2 = Vec::load(o0 + 2 * d), a3 = Vec::load(o0 + 3 * d);
+      for (int64_t j = 0; j < keys; ++j) {
+        const Vec vj = Vec::load(v + j * d + c);
+        a0 = Vec::fmadd(Vec::set1(p0[j]), vj, a0);
+        a1 = Vec::fmadd(Vec::set1(p0[p_stride + j]), vj, a1);
+        a2 = Vec::fmadd(Vec::set1(p0[2 * p_stride + j]), vj, a2);
+        a3 = Vec::fmadd(Vec::set1(p0[3 * p_stride + j]), vj, a3);
+      }
+      a0.store(o0); a1.store(o0 + d); a2.store(o0 + 2 * d); a3.store(o0 + 3 * d);
+    }
+    for (; r < rows; ++r) {
+      Vec a = Vec::load(o + r * d + c);
+      for (int64_t j = 0; j < keys; ++j) a = Vec::fmadd(Vec::set1(p[r * p_stride + j]), Vec::load(v + j * d + c), a);
+      a.store(o + r * d + c);
+    }
+  }
   for (; c < d; ++c) {
     for (int64_t r = 0; r < rows; ++r) {
       float acc = o[r * d + c];
@@ -415,6 +438,29 @@ inline void scores_qk(float* s, int64_t s_stride, const float* q, int64_t rows,
       }
       a0.store(s + r * s_stride + j);
       a1.store(s + r * s_stride + j + W);
+    }
+  }
+  // One vector of keys: blocks of fewer than 2 * W keys (short sequences)
+  // would otherwise all take the scalar loop below.
+  for (; j + W <= keys; j += W) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      const float* q0 = q + r * d;
+      Vec a0 = Vec::zero(), a1 = Vec::zero(), a2 = Vec::zero(), a3 = Vec::zero();
+      for (int64_t c = 0; c < d; ++c) {
+        const Vec kc = Vec::load(kt + c * key_stride + j);
+        a0 = Vec::fmadd(Vec::set1(q0[c]), kc, a0);
+        a1 = Vec::fmadd(Vec::set1(q0[d + c]), kc, a1);
+        a2 = Vec::fmadd(Vec::set1(q0[2 * d + c]), kc, a2);
+        a3 = Vec::fmadd(Vec::set1(q0[3 * d + c]), kc, a3);
+      }
+      float* s0 = s + r * s_stride + j;
+      a0.store(s0); a1.store(s0 + s_stride); a2.store(s0 + 2 * s_stride); a3.store(s0 + 3 * s_stride);
+    }
+    for (; r < rows; ++r) {
+      Vec a = Vec::zero();
+      for (int64_t c = 0; c < d; ++c) a = Vec::fmadd(Vec::set1(q[r * d + c]), Vec::load(kt + c * key_stride + j), a);
+      a.store(s + r * s_stride + j);
     }
   }
   for (; j < keys; ++j) {
