@@ -120,6 +120,19 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
       float* keep = sums.data();
       if (!stream) {  // store, and read the rounded values back from L1 (one conversion)
         int64_t i = 0;
+#if defined(KP_VEC_AVX512_BF16)
+        if constexpr (std::is_same_v<T, BF16>) {  // in (even, odd) pairs, see write_span_pairs
+          for (; i + 2 * W <= n; i += 2 * W) {
+            Vec xe, xo, re, ro;
+            Vec::load_deinterleaved(x + i, xe, xo);
+            Vec::load_deinterleaved(res + i, re, ro);
+            Vec::store_interleaved(res_out + i, xe + re, xo + ro, false);
+            Vec::load_deinterleaved(res_out + i, re, ro);
+            acc0 = Vec::fmadd(re, re, acc0);
+            acc1 = Vec::fmadd(ro, ro, acc1);
+          }
+        }
+#endif
         for (; i + W <= n; i += W) {
           (Vec::load(x + i) + Vec::load(res + i)).store(res_out + i);
           const Vec s = Vec::load(res_out + i);
@@ -173,8 +186,20 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
     if (a.rstd != nullptr) static_cast<float*>(a.rstd)[r] = inv;
     const Vec vinv = Vec::set1(inv);
     if (res != nullptr && !stream) {  // residual_out is in L1: read it back
-      write_span(out, 0, n, false, [&](int64_t i) { return Vec::load(res_out + i) * vinv * Vec::load(w + i); },
-                 [&](int64_t i) { return to_float(res_out[i]) * inv * to_float(w[i]); });
+      auto scalar = [&](int64_t i) { return to_float(res_out[i]) * inv * to_float(w[i]); };
+#if defined(KP_VEC_AVX512_BF16)
+      if constexpr (std::is_same_v<T, BF16>) {
+        write_span_pairs(out, 0, n, false, [&](int64_t i, Vec& e, Vec& o) {
+          Vec we, wo;
+          Vec::load_deinterleaved(res_out + i, e, o);
+          Vec::load_deinterleaved(w + i, we, wo);
+          e = e * vinv * we;
+          o = o * vinv * wo;
+        }, scalar);
+        continue;
+      }
+#endif
+      write_span(out, 0, n, false, [&](int64_t i) { return Vec::load(res_out + i) * vinv * Vec::load(w + i); }, scalar);
     } else if (res != nullptr) {
       const float* keep = sums.data();
       write_span(out, 0, n, true, [&](int64_t i) { return Vec::load(keep + i) * vinv * Vec::load(w + i); },
