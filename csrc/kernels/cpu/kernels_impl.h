@@ -235,10 +235,15 @@ inline void rms_norm(const kpdrRmsNormArgs& a) {
 // -------------------------------------------------------------------- silu
 
 inline float silu_scalar(float v) { return v / (1.f + sexp(-v)); }
-// exp stays finite (vexp clamps), so the reciprocal never sees infinity.
+// exp(-x) stays finite (vexp_neg clamps), so 1 + exp(-x) is never infinite.
 template <typename T> inline Vec silu_vec(Vec v) {
   constexpr ExpPrecision P = std::is_same_v<T, float> ? ExpPrecision::kFloat : ExpPrecision::kShort;
-  return v * (Vec::set1(1.f) + vexp_neg<P>(v)).reciprocal();
+  const Vec d = Vec::set1(1.f) + vexp_neg<P>(v);
+  if constexpr (Vec::kDivideIsCheap) {
+    return v / d;
+  } else {
+    return v * d.reciprocal();
+  }
 }
 
 #if defined(KP_VEC_AVX512_BF16)

@@ -20,6 +20,10 @@ namespace kp::cpu::KP_CPU_CAPABILITY {
 
 struct Vec {
   static constexpr int kSize = 16;
+  // a / b is cheaper than a * b.reciprocal() where the divider runs beside the
+  // FMA pipes: silu_and_mul bfloat16 ran 10% faster with vdivps on Zen 4 (and
+  // the quotient is correctly rounded).
+  static constexpr bool kDivideIsCheap = true;
 #if defined(KP_VEC_AVX512_BF16)
   // vfpclassps categories: quiet NaN | denormal | signalling NaN.
   static constexpr int kDenormalOrNan = 0x01 | 0x20 | 0x80;
@@ -138,6 +142,8 @@ struct Vec {
 
 struct Vec {
   static constexpr int kSize = 8;
+  // vdivps ymm has a throughput of one per 5-13 cycles on AVX2 CPUs.
+  static constexpr bool kDivideIsCheap = false;
   __m256 v;
   static Vec zero() { return {_mm256_setzero_ps()}; }
   static Vec set1(float f) { return {_mm256_set1_ps(f)}; }
@@ -222,6 +228,7 @@ struct Vec {
 
 struct Vec {
   static constexpr int kSize = 8;
+  static constexpr bool kDivideIsCheap = true;  // reciprocal() divides anyway
   float v[kSize];
   static Vec zero() { return set1(0.f); }
   static Vec set1(float f) { Vec r; for (int i = 0; i < kSize; ++i) r.v[i] = f; return r; }
