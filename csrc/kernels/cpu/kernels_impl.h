@@ -65,6 +65,28 @@ inline void write_span(T* out, int64_t begin, int64_t end, bool stream, VecFn&& 
   for (; i < end; ++i) out[i] = from_float<T>(scalar(i));
 }
 
+#if defined(KP_VEC_AVX512_BF16)
+// write_span for bfloat16 outputs of element-wise arithmetic, 2 * W elements
+// at a time: pair(i, even, odd) sets the vectors of elements i, i + 2, ...
+// and i + 1, i + 3, ... (from Vec::load_deinterleaved), which
+// Vec::store_interleaved rounds and writes in order. That skips the widening
+// and narrowing shuffles of Vec::load / Vec::store, which cost as much as the
+// arithmetic in the cheaper kernels.
+template <typename PairFn, typename ScalarFn>
+inline void write_span_pairs(BF16* out, int64_t begin, int64_t end, bool stream, PairFn&& pair, ScalarFn&& scalar) {
+  int64_t i = begin;
+  if (stream) {
+    for (; i < end && reinterpret_cast<uintptr_t>(out + i) % 64 != 0; ++i) out[i] = from_float<BF16>(scalar(i));
+  }
+  for (; i + 2 * W <= end; i += 2 * W) {
+    Vec e, o;
+    pair(i, e, o);
+    Vec::store_interleaved(out + i, e, o, stream);
+  }
+  for (; i < end; ++i) out[i] = from_float<BF16>(scalar(i));
+}
+#endif
+
 template <typename T> inline bool vector_aligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (W * sizeof(T)) == 0;
 }
@@ -98,6 +120,19 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
       float* keep = sums.data();
       if (!stream) {  // store, and read the rounded values back from L1 (one conversion)
         int64_t i = 0;
+#if defined(KP_VEC_AVX512_BF16)
+        if constexpr (std::is_same_v<T, BF16>) {  // in (even, odd) pairs, see write_span_pairs
+          for (; i + 2 * W <= n; i += 2 * W) {
+            Vec xe, xo, re, ro;
+            Vec::load_deinterleaved(x + i, xe, xo);
+            Vec::load_deinterleaved(res + i, re, ro);
+            Vec::store_interleaved(res_out + i, xe + re, xo + ro, false);
+            Vec::load_deinterleaved(res_out + i, re, ro);
+            acc0 = Vec::fmadd(re, re, acc0);
+            acc1 = Vec::fmadd(ro, ro, acc1);
+          }
+        }
+#endif
         for (; i + W <= n; i += W) {
           (Vec::load(x + i) + Vec::load(res + i)).store(res_out + i);
           const Vec s = Vec::load(res_out + i);
@@ -125,6 +160,16 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
       }
     } else {
       int64_t i = 0;
+#if defined(KP_VEC_AVX512_BF16)
+      if constexpr (std::is_same_v<T, BF16>) {  // the sum does not care about lane order
+        for (; i + 2 * W <= n; i += 2 * W) {
+          Vec s0, s1;
+          Vec::load_deinterleaved(x + i, s0, s1);
+          acc0 = Vec::fmadd(s0, s0, acc0);
+          acc1 = Vec::fmadd(s1, s1, acc1);
+        }
+      }
+#endif
       for (; i + 2 * W <= n; i += 2 * W) {
         Vec s0 = Vec::load(x + i), s1 = Vec::load(x + i + W);
         acc0 = Vec::fmadd(s0, s0, acc0);
@@ -141,15 +186,39 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
     if (a.rstd != nullptr) static_cast<float*>(a.rstd)[r] = inv;
     const Vec vinv = Vec::set1(inv);
     if (res != nullptr && !stream) {  // residual_out is in L1: read it back
-      write_span(out, 0, n, false, [&](int64_t i) { return Vec::load(res_out + i) * vinv * Vec::load(w + i); },
-                 [&](int64_t i) { return to_float(res_out[i]) * inv * to_float(w[i]); });
+      auto scalar = [&](int64_t i) { return to_float(res_out[i]) * inv * to_float(w[i]); };
+#if defined(KP_VEC_AVX512_BF16)
+      if constexpr (std::is_same_v<T, BF16>) {
+        write_span_pairs(out, 0, n, false, [&](int64_t i, Vec& e, Vec& o) {
+          Vec we, wo;
+          Vec::load_deinterleaved(res_out + i, e, o);
+          Vec::load_deinterleaved(w + i, we, wo);
+          e = e * vinv * we;
+          o = o * vinv * wo;
+        }, scalar);
+        continue;
+      }
+#endif
+      write_span(out, 0, n, false, [&](int64_t i) { return Vec::load(res_out + i) * vinv * Vec::load(w + i); }, scalar);
     } else if (res != nullptr) {
       const float* keep = sums.data();
       write_span(out, 0, n, true, [&](int64_t i) { return Vec::load(keep + i) * vinv * Vec::load(w + i); },
                  [&](int64_t i) { return keep[i] * inv * to_float(w[i]); });
     } else {
-      write_span(out, 0, n, stream, [&](int64_t i) { return Vec::load(x + i) * vinv * Vec::load(w + i); },
-                 [&](int64_t i) { return to_float(x[i]) * inv * to_float(w[i]); });
+      auto scalar = [&](int64_t i) { return to_float(x[i]) * inv * to_float(w[i]); };
+#if defined(KP_VEC_AVX512_BF16)
+      if constexpr (std::is_same_v<T, BF16>) {
+        write_span_pairs(out, 0, n, stream, [&](int64_t i, Vec& e, Vec& o) {
+          Vec we, wo;
+          Vec::load_deinterleaved(x + i, e, o);
+          Vec::load_deinterleaved(w + i, we, wo);
+          e = e * vinv * we;
+          o = o * vinv * wo;
+        }, scalar);
+        continue;
+      }
+#endif
+      write_span(out, 0, n, stream, [&](int64_t i) { return Vec::load(x + i) * vinv * Vec::load(w + i); }, scalar);
     }
   }
   if (stream) Vec::fence();
@@ -166,19 +235,56 @@ inline void rms_norm(const kpdrRmsNormArgs& a) {
 // -------------------------------------------------------------------- silu
 
 inline float silu_scalar(float v) { return v / (1.f + sexp(-v)); }
-// exp stays finite (vexp clamps), so the reciprocal never sees infinity.
-inline Vec silu_vec(Vec v) { return v * (Vec::set1(1.f) + vexp_nonzero(Vec::zero() - v)).reciprocal(); }
+// exp(-x) stays finite (vexp_neg clamps), so 1 + exp(-x) is never infinite.
+template <typename T> inline Vec silu_vec(Vec v) {
+  constexpr ExpPrecision P = std::is_same_v<T, float> ? ExpPrecision::kFloat : ExpPrecision::kShort;
+  const Vec d = Vec::set1(1.f) + vexp_neg<P>(v);
+  if constexpr (Vec::kDivideIsCheap) {
+    return v / d;
+  } else {
+    return v * d.reciprocal();
+  }
+}
+
+#if defined(KP_VEC_AVX512_BF16)
+// bfloat16 silu / silu_and_mul on (even, odd) lane pairs (write_span_pairs):
+// the loads and stores of write_span cost about as much as silu itself here.
+// The same arithmetic as silu_vec<BF16>, lane by lane.
+inline void silu_block_bf16(const BF16* x, const BF16* up, BF16* out, int64_t c0, int64_t c1, bool stream) {
+  auto scalar = [&](int64_t i) {
+    const float s = silu_scalar(to_float(x[i]));
+    return up != nullptr ? s * to_float(up[i]) : s;
+  };
+  write_span_pairs(out, c0, c1, stream, [&](int64_t i, Vec& e, Vec& o) {
+    Vec::load_deinterleaved(x + i, e, o);
+    e = silu_vec<BF16>(e);
+    o = silu_vec<BF16>(o);
+    if (up != nullptr) {
+      Vec ue, uo;
+      Vec::load_deinterleaved(up + i, ue, uo);
+      e = e * ue;
+      o = o * uo;
+    }
+  }, scalar);
+}
+#endif
 
 template <typename T>
 void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1, bool stream) {
   const T* x = at<T>(a.x, r * a.x_row_stride);
   T* out = at<T>(a.out, r * a.out_row_stride);
+#if defined(KP_VEC_AVX512_BF16)
+  if constexpr (std::is_same_v<T, BF16>) {
+    silu_block_bf16(x, a.gated ? x + a.cols : nullptr, out, c0, c1, stream);
+    return;
+  }
+#endif
   if (a.gated) {
     const T* up = x + a.cols;
-    write_span(out, c0, c1, stream, [&](int64_t i) { return silu_vec(Vec::load(x + i)) * Vec::load(up + i); },
+    write_span(out, c0, c1, stream, [&](int64_t i) { return silu_vec<T>(Vec::load(x + i)) * Vec::load(up + i); },
                [&](int64_t i) { return silu_scalar(to_float(x[i])) * to_float(up[i]); });
   } else {
-    write_span(out, c0, c1, stream, [&](int64_t i) { return silu_vec(Vec::load(x + i)); },
+    write_span(out, c0, c1, stream, [&](int64_t i) { return silu_vec<T>(Vec::load(x + i)); },
                [&](int64_t i) { return silu_scalar(to_float(x[i])); });
   }
 }
