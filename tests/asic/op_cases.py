@@ -140,22 +140,28 @@ def mismatch(expected, actual):
     return None
 
 
-def run_case_on(name, device):
-    """Runs case ``name`` on ``device``; returns (result on device, why it differs from CPU or None)."""
-    expected = CASES[name]("cpu")
-    actual = CASES[name](device)
-    return actual, mismatch(expected, actual)
+def run_case_on(name, device, cases=None, compare=None):
+    """Runs case ``name`` on ``device``; returns (result on device, why it differs from CPU or None).
+
+    ``cases`` and ``compare`` default to this module's CASES and mismatch;
+    other case modules (sparse_cases.py) pass their own.
+    """
+    cases, compare = cases or CASES, compare or mismatch
+    expected = cases[name]("cpu")
+    actual = cases[name](device)
+    return actual, compare(expected, actual)
 
 
-def report_all_cases(device):
+def report_all_cases(device, cases=None, compare=None):
     """Runs every case on ``device`` and prints {name: problem or None} as JSON (subprocess use)."""
+    cases = cases or CASES
     report = {}
-    for name in CASES:
+    for name in cases:
         try:
-            actual, problem = run_case_on(name, device)
-            if actual.device.type != torch.device(device).type:
+            actual, problem = run_case_on(name, device, cases, compare)
+            if problem is None and actual.device.type != torch.device(device).type:
                 problem = f"result is on {actual.device}, expected {device}"
         except Exception as error:  # reported per case, so one failure doesn't hide the rest
-            problem = f"{type(error).__name__}: {error}"
+            problem = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
         report[name] = problem
     print(json.dumps(report))

@@ -10,9 +10,9 @@ Shared by test_sparse.py in process (host-addressable memory) and in a
 subprocess with MYASIC_HOST_ADDRESSABLE=0, which imports this module by path.
 """
 
-import json
-
 import torch
+
+import op_cases
 
 
 def _dense(device):
@@ -100,20 +100,9 @@ def mismatch(expected, actual):
 
 def run_case_on(name, device):
     """Runs case ``name`` on ``device``; returns (result on device, why it differs from CPU or None)."""
-    expected = CASES[name]("cpu")
-    actual = CASES[name](device)
-    return actual, mismatch(expected, actual)
+    return op_cases.run_case_on(name, device, CASES, mismatch)
 
 
 def report_all_cases(device):
     """Runs every case on ``device`` and prints {name: problem or None} as JSON (subprocess use)."""
-    report = {}
-    for name in CASES:
-        try:
-            actual, problem = run_case_on(name, device)
-            if problem is None and actual.device.type != torch.device(device).type:
-                problem = f"result is on {actual.device}, expected {device}"
-        except Exception as error:  # reported per case, so one failure doesn't hide the rest
-            problem = f"{type(error).__name__}: {str(error).splitlines()[0]}"
-        report[name] = problem
-    print(json.dumps(report))
+    op_cases.report_all_cases(device, CASES, mismatch)
