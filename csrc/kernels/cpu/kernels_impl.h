@@ -185,40 +185,32 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
     const float inv = 1.f / std::sqrt(ss / float(n) + a.eps);
     if (a.rstd != nullptr) static_cast<float*>(a.rstd)[r] = inv;
     const Vec vinv = Vec::set1(inv);
-    if (res != nullptr && !stream) {  // residual_out is in L1: read it back
-      auto scalar = [&](int64_t i) { return to_float(res_out[i]) * inv * to_float(w[i]); };
+    // out = src * inv * w, src being the row just summed (x, or residual_out
+    // read back while it is still in L1).
+    auto normalise = [&](const T* src, bool streamed) {
+      auto scalar = [&](int64_t i) { return to_float(src[i]) * inv * to_float(w[i]); };
 #if defined(KP_VEC_AVX512_BF16)
       if constexpr (std::is_same_v<T, BF16>) {
-        write_span_pairs(out, 0, n, false, [&](int64_t i, Vec& e, Vec& o) {
+        write_span_pairs(out, 0, n, streamed, [&](int64_t i, Vec& e, Vec& o) {
           Vec we, wo;
-          Vec::load_deinterleaved(res_out + i, e, o);
+          Vec::load_deinterleaved(src + i, e, o);
           Vec::load_deinterleaved(w + i, we, wo);
           e = e * vinv * we;
           o = o * vinv * wo;
         }, scalar);
-        continue;
+        return;
       }
 #endif
-      write_span(out, 0, n, false, [&](int64_t i) { return Vec::load(res_out + i) * vinv * Vec::load(w + i); }, scalar);
+      write_span(out, 0, n, streamed, [&](int64_t i) { return Vec::load(src + i) * vinv * Vec::load(w + i); }, scalar);
+    };
+    if (res != nullptr && !stream) {
+      normalise(res_out, false);
     } else if (res != nullptr) {
       const float* keep = sums.data();
       write_span(out, 0, n, true, [&](int64_t i) { return Vec::load(keep + i) * vinv * Vec::load(w + i); },
                  [&](int64_t i) { return keep[i] * inv * to_float(w[i]); });
     } else {
-      auto scalar = [&](int64_t i) { return to_float(x[i]) * inv * to_float(w[i]); };
-#if defined(KP_VEC_AVX512_BF16)
-      if constexpr (std::is_same_v<T, BF16>) {
-        write_span_pairs(out, 0, n, stream, [&](int64_t i, Vec& e, Vec& o) {
-          Vec we, wo;
-          Vec::load_deinterleaved(x + i, e, o);
-          Vec::load_deinterleaved(w + i, we, wo);
-          e = e * vinv * we;
-          o = o * vinv * wo;
-        }, scalar);
-        continue;
-      }
-#endif
-      write_span(out, 0, n, stream, [&](int64_t i) { return Vec::load(x + i) * vinv * Vec::load(w + i); }, scalar);
+      normalise(x, stream);
     }
   }
   if (stream) Vec::fence();
