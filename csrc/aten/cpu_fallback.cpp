@@ -144,23 +144,6 @@ bool is_generator_arg(const c10::Argument& arg) {
   return type->kind() == c10::TypeKind::GeneratorType;
 }
 
-// CPU kernels take CPU generators and CPU device= arguments.
-void rewrite_generators_and_devices(
-    const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t begin, c10::DeviceIndex device) {
-  const auto& args = schema.arguments();
-  for (size_t i = 0; i < args.size(); ++i) {
-    c10::IValue& v = (*stack)[begin + i];
-    if (is_generator_arg(args[i])) {
-      std::optional<at::Generator> gen;
-      if (v.isGenerator()) {
-        gen = v.toGenerator();
-      }
-      v = c10::IValue(engine_for(gen, device));
-    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
-    }
-  }
-}
 
 // A sparse result (to_sparse, say) has no one storage to adopt: its
 // component tensors are adopted and reassembled as a my_asic sparse tensor.
@@ -199,28 +182,7 @@ void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* st
     aliases.emplace_back(a, t);
     return a;
   };
-  for (size_t i = 0; i < num_args; ++i) {
-    c10::IValue& v = (*stack)[begin + i];
-    if (v.isTensor()) {
-      v = c10::IValue(alias_of(v.toTensor()));
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> list = v.toTensorList();
-      c10::List<at::Tensor> out;
-      out.reserve(list.size());
-      for (const at::Tensor& t : list) {
-        out.push_back(alias_of(t));
-      }
-      v = c10::IValue(std::move(out));
-    } else if (v.isOptionalTensorList()) {
-      auto list = v.toOptionalTensorList();
-      c10::List<std::optional<at::Tensor>> out;
-      out.reserve(list.size());
-      for (const std::optional<at::Tensor>& t : list) {
-        out.push_back(t.has_value() ? std::optional<at::Tensor>(alias_of(*t)) : std::nullopt);
-      }
-      v = c10::IValue(std::move(out));
-    }
-  }
+  map_tensors(stack, begin, num_args, alias_of);
 
   DeviceAdopter adopter(device);
   {
@@ -253,20 +215,7 @@ void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* st
     }
     return adopter.adopt(r);
   };
-  for (size_t i = 0; i < num_returns; ++i) {
-    c10::IValue& v = (*stack)[rbegin + i];
-    if (v.isTensor()) {
-      v = c10::IValue(to_device(v.toTensor()));
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> list = v.toTensorList();
-      c10::List<at::Tensor> out;
-      out.reserve(list.size());
-      for (const at::Tensor& t : list) {
-        out.push_back(to_device(t));
-      }
-      v = c10::IValue(std::move(out));
-    }
-  }
+  map_tensors(stack, rbegin, num_returns, to_device);
 }
 
 void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -318,6 +267,46 @@ void convolution_on_device(const c10::OperatorHandle& op, torch::jit::Stack* sta
 }
 
 } // namespace
+
+void rewrite_generators_and_devices(
+    const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t begin, c10::DeviceIndex device) {
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (is_generator_arg(args[i])) {
+      std::optional<at::Generator> gen;
+      if (v.isGenerator()) {
+        gen = v.toGenerator();
+      }
+      v = c10::IValue(engine_for(gen, device));
+    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
+    }
+  }
+}
+void map_tensors(
+    torch::jit::Stack* stack, size_t begin, size_t n, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  for (size_t i = begin; i < begin + n; ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      v = c10::IValue(fn(v.toTensor()));
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      out.reserve(v.toTensorList().size());
+      for (const at::Tensor& t : v.toTensorList()) {
+        out.push_back(fn(t));
+      }
+      v = c10::IValue(std::move(out));
+    } else if (v.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> out;
+      out.reserve(v.toOptionalTensorList().size());
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+        out.push_back(t.has_value() ? std::optional<at::Tensor>(fn(*t)) : std::nullopt);
+      }
+      v = c10::IValue(std::move(out));
+    }
+  }
+}
 
 void note_fallback_call(const c10::OperatorHandle& op) {
   const FallbackMode mode = mode_slot().load(std::memory_order_relaxed);

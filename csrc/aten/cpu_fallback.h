@@ -23,6 +23,17 @@ void run_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // that runs an op's CPU kernel for my_asic (dense or sparse) calls it.
 void note_fallback_call(const c10::OperatorHandle& op);
 
+// CPU kernels take CPU generators and CPU device= arguments: rewrites the
+// arguments of `schema` at stack[begin...] for a call on my_asic `device`
+// (its generator becomes that device's CPU engine).
+void rewrite_generators_and_devices(
+    const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t begin, c10::DeviceIndex device);
+
+// Replaces each tensor in stack[begin, begin + n) (a tensor argument or
+// return, or an element of a tensor list or optional tensor list) by fn(it).
+void map_tensors(
+    torch::jit::Stack* stack, size_t begin, size_t n, const std::function<at::Tensor(const at::Tensor&)>& fn);
+
 // Runs `op`'s CPU kernel on host aliases of its my_asic arguments, as a
 // my_asic kernel (not counted): for CPU implementations that insist on CPU
 // tensors (convolution, batch norm). Needs host-addressable device memory.

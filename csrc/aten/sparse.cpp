@@ -120,27 +120,9 @@ void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t begin = stack->size() - num_args;
 
   MovedArguments args;
-  for (size_t i = 0; i < num_args; ++i) {
-    c10::IValue& v = (*stack)[begin + i];
-    if (v.isTensor()) {
-      v = c10::IValue(args.to_cpu(v.toTensor(), schema));
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(args.to_cpu(t, schema));
-      }
-      v = c10::IValue(std::move(out));
-    } else if (v.isOptionalTensorList()) {
-      c10::List<std::optional<at::Tensor>> out;
-      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
-        out.push_back(t.has_value() ? std::optional<at::Tensor>(args.to_cpu(*t, schema)) : std::nullopt);
-      }
-      v = c10::IValue(std::move(out));
-    } else if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
-      v = c10::IValue(c10::Device(c10::DeviceType::CPU));
-    }
-  }
+  map_tensors(stack, begin, num_args, [&](const at::Tensor& t) { return args.to_cpu(t, schema); });
   const c10::Device device(c10::DeviceType::PrivateUse1, args.device == -1 ? current_device() : args.device);
+  rewrite_generators_and_devices(schema, stack, begin, device.index());
 
   {
     // Autograd already ran above this kernel: the CPU call must not record
@@ -168,18 +150,7 @@ void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     at::Tensor original = args.original_of(r);
     return original.defined() ? original : r.to(device);
   };
-  for (size_t i = 0; i < num_returns; ++i) {
-    c10::IValue& v = (*stack)[rbegin + i];
-    if (v.isTensor()) {
-      v = c10::IValue(to_device(v.toTensor()));
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) {
-        out.push_back(to_device(t));
-      }
-      v = c10::IValue(std::move(out));
-    }
-  }
+  map_tensors(stack, rbegin, num_returns, to_device);
 }
 
 } // namespace
