@@ -12,6 +12,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -24,6 +25,7 @@
 #include "generator.h"
 #include "host_view.h"
 #include "runtime.h"
+#include "autograd_device_threads.h"
 #include "streams.h"
 
 namespace kernel_pytorch {
@@ -161,12 +163,29 @@ at::Tensor adopt_sparse(DeviceAdopter& adopter, const at::Tensor& r, c10::Device
       adopter.adopt(compressed), adopter.adopt(plain), adopter.adopt(r.values()), r.sizes(), options);
 }
 
+// Element count of the largest tensor among the stack's n values from begin.
+int64_t largest_numel(const torch::jit::Stack* stack, size_t begin, size_t n) {
+  int64_t largest = 0;
+  for (size_t i = begin; i < begin + n; ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      largest = std::max(largest, v.toTensor().numel());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) {
+        largest = std::max(largest, t.numel());
+      }
+    }
+  }
+  return largest;
+}
+
 void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const size_t begin = stack->size() - num_args;
   const c10::DeviceIndex device = call_device(schema, stack, begin);
   install_routing_cpu_allocator();
+  pace_intra_op_threads(largest_numel(stack, begin, num_args));
 
   // CPU kernels run on the host now: earlier async copies must be done.
   wait_current_stream(device);
@@ -235,6 +254,7 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     has_device_tensor = has_device_tensor || (v.isTensor() && is_device_tensor(v.toTensor())) ||
         (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1);
   }
+  pace_intra_op_threads(largest_numel(stack, begin, schema.arguments().size()));
   wait_current_stream(device);
   rewrite_generators_and_devices(schema, stack, begin, device);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false);

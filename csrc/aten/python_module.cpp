@@ -3,6 +3,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "autograd_device_threads.h"
 #include "autograd_exit.h"
 #include "cpu_fallback.h"
 #include "device_init.h"
@@ -93,6 +94,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_init", &initialize_device);
   m.def("_device_initialized", &device_initialized);
   m.def("_device_activity_profiler_built", &activity::device_activity_profiler_built);
+  m.def("_intra_op_threads_limited", &intra_op_threads_limited);
   m.def("_native_kernels", [] {
     return py::make_tuple(native::host_kernel_names(), native::cpu_stubs_in_use());
   });

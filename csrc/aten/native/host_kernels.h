@@ -28,6 +28,7 @@
 
 #include <c10/util/ApproximateClock.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -37,6 +38,7 @@
 #include "../cpu_fallback.h"
 #include "../host_scope.h"
 #include "../runtime.h"
+#include "../autograd_device_threads.h"
 #include "../streams.h"
 
 namespace kernel_pytorch::native {
@@ -65,8 +67,13 @@ namespace detail {
 // the caller's mistake, reported as PyTorch reports it for CUDA.
 struct CallDevice {
   std::optional<c10::Device> device;
+  int64_t largest_numel = 0; // of any tensor argument
   void see(const at::Tensor& t) {
-    if (!t.defined() || (t.dim() == 0 && t.device().is_cpu())) {
+    if (!t.defined()) {
+      return;
+    }
+    largest_numel = std::max(largest_numel, t.numel());
+    if (t.dim() == 0 && t.device().is_cpu()) {
       return;
     }
     if (!device) {
@@ -116,6 +123,7 @@ class HostKernelScope {
     (call.see(args), ...);
     const c10::DeviceIndex device =
         call.device && call.device->type() == c10::DeviceType::PrivateUse1 ? call.device->index() : current_device();
+    pace_intra_op_threads(call.largest_numel);
     const int64_t entered = activity::recording() ? c10::getTime() : 0;
     wait_current_stream(device);
     if (activity::recording() && host_kernel_depth() == 1) {
