@@ -1,5 +1,7 @@
 #include "event_marker.h"
 
+#include "spin_wait.h"
+
 namespace myasic {
 
 void EventMarker::complete() {
@@ -13,7 +15,7 @@ void EventMarker::complete() {
 }
 
 void EventMarker::wait() const {
-  if (is_done()) return;
+  if (spin_until([this] { return is_done(); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   completed_.wait(lock, [this] { return done_.load(std::memory_order_acquire); });
 }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "error_reporting.h"
+#include "spin_wait.h"
 
 namespace myasic {
 
@@ -45,7 +46,7 @@ kpdrError_t Stream::record(const std::shared_ptr<EventMarker>& marker) {
 }
 
 void Stream::synchronize() {
-  if (is_idle()) return;
+  if (spin_until([this] { return is_idle(); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   became_idle_.wait(lock, [this] { return pending_.load(std::memory_order_relaxed) == 0; });
 }
@@ -65,6 +66,12 @@ void Stream::shut_down() {
 void Stream::run_worker() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
+    if (queue_.empty() && !stopping_) {
+      // Idle: watch for the next item a while before sleeping (spin_wait.h).
+      lock.unlock();
+      spin_until([this] { return pending_.load(std::memory_order_relaxed) > 0; });
+      lock.lock();
+    }
     work_available_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping_ and fully drained
     Work work = std::move(queue_.front());
