@@ -51,6 +51,11 @@ void pool_parallel_for(int64_t begin, int64_t end, int64_t grain, int max_thread
                        const std::function<void(int64_t, int64_t)>& fn);
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
+// Runs pieces of the pool's region in progress on the calling thread, if it
+// has pieces left; returns whether it did. For a thread that would otherwise
+// sit waiting for that work: the simulated device's host thread waiting on a
+// stream whose kernel is running on the pool.
+bool help_parallel_region();
 
 // Outputs of at least this many bytes per call are written with
 // non-temporal (streaming) stores, which skip the read a cached store makes

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/spin_wait.h"
 #include "kernels/kernels.h"
 
 namespace kp {
@@ -56,14 +57,35 @@ class ThreadPool {
       job_ = job;
       parts_ = threads;
       done_.store(0, std::memory_order_relaxed);
+      chunks_.store(chunks, std::memory_order_relaxed);
       claim_.store(job.generation << 32, std::memory_order_release);
     }
     wake_.notify_all();
     in_region_ = true;
     take_chunks(job);
     in_region_ = false;
+    // Pieces still running elsewhere are short (a few per thread): spin for
+    // them before sleeping (spin_wait.h).
+    if (spin_until([&] { return done_.load(std::memory_order_acquire) == chunks; })) return;
     std::unique_lock<std::mutex> lock(mutex_);
     finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == chunks; });
+  }
+
+  // Claims pieces of the region in progress, if it has any left, on the
+  // calling thread. Lock-free when there is nothing to claim.
+  bool help() {
+    if (in_region_) return false;
+    const uint64_t seen = claim_.load(std::memory_order_acquire);
+    if (static_cast<int64_t>(seen & 0xffffffffu) >= chunks_.load(std::memory_order_relaxed)) return false;
+    Job job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job = job_;
+    }
+    in_region_ = true;
+    take_chunks(job);  // checks the generation: a region that ended meanwhile is left alone
+    in_region_ = false;
+    return true;
   }
 
  private:
@@ -120,6 +142,7 @@ class ThreadPool {
   // The current region's generation (high 32 bits) and next piece (low 32).
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> done_{0};
+  std::atomic<int64_t> chunks_{0};  // of the current region
   bool stop_ = false;
 };
 thread_local bool ThreadPool::in_region_ = false;
@@ -166,6 +189,8 @@ void pool_parallel_for(int64_t begin, int64_t end, int64_t grain, int max_thread
   }
   pool().run(begin, end, threads, std::min<int64_t>(grains, threads * kChunksPerThread), fn);
 }
+
+bool help_parallel_region() { return pool().help(); }
 
 void set_parallel_for(ParallelFor parallel_for) {
   g_parallel_for.store(parallel_for ? parallel_for : &default_parallel_for);

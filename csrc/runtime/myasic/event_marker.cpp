@@ -1,6 +1,6 @@
 #include "event_marker.h"
 
-#include "spin_wait.h"
+#include "kernels/cpu/spin_wait.h"
 
 namespace myasic {
 
@@ -15,7 +15,7 @@ void EventMarker::complete() {
 }
 
 void EventMarker::wait() const {
-  if (spin_until([this] { return is_done(); })) return;
+  if (kp::spin_until([this] { return is_done(); })) return;
   std::unique_lock<std::mutex> lock(mutex_);
   completed_.wait(lock, [this] { return done_.load(std::memory_order_acquire); });
 }

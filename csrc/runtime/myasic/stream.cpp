@@ -5,7 +5,8 @@
 #include <utility>
 
 #include "error_reporting.h"
-#include "spin_wait.h"
+#include "kernels/cpu/spin_wait.h"
+#include "kernels/kernels.h"
 
 namespace myasic {
 
@@ -46,7 +47,13 @@ kpdrError_t Stream::record(const std::shared_ptr<EventMarker>& marker) {
 }
 
 void Stream::synchronize() {
-  if (spin_until([this] { return is_idle(); })) return;
+  // The host would only wait: it lends itself to the kernel library's pool,
+  // which runs the simulator's kernels, while there is work to share.
+  for (;;) {
+    bool helped = false;
+    if (!kp::spin_until([&] { return is_idle() || (helped = kp::help_parallel_region()); })) break;
+    if (!helped) return;  // idle
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   became_idle_.wait(lock, [this] { return pending_.load(std::memory_order_relaxed) == 0; });
 }
@@ -69,7 +76,7 @@ void Stream::run_worker() {
     if (queue_.empty() && !stopping_) {
       // Idle: watch for the next item a while before sleeping (spin_wait.h).
       lock.unlock();
-      spin_until([this] { return pending_.load(std::memory_order_relaxed) > 0; });
+      kp::spin_until([this] { return pending_.load(std::memory_order_relaxed) > 0; });
       lock.lock();
     }
     work_available_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
