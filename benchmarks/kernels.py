@@ -223,7 +223,7 @@ def _sync_for(args):
     return lambda: None
 
 
-def time_round_robin(variants, target_s, min_reps, max_reps, rounds=3):
+def time_round_robin(variants, target_s, min_reps, max_reps, rounds=8):
     """Seconds per call of each ``name -> (fn, args)``, measured in interleaved rounds.
 
     Returns ``{name: (median, minimum)}``: the median is the figure reported;
@@ -237,7 +237,9 @@ def time_round_robin(variants, target_s, min_reps, max_reps, rounds=3):
         fn(*args)  # warm up (the first call of a compiled function compiles it, elsewhere)
         sync()
         one = time.perf_counter() - start
-        calls[name] = (fn, args, sync, max(min_reps, min(max_reps, int(target_s / rounds / max(one, 1e-6)))))
+        # Calls per round: the budget split over the rounds, at least min_reps in all.
+        per_round = int(target_s / rounds / max(one, 1e-6))
+        calls[name] = (fn, args, sync, max(-(-min_reps // rounds), min(max_reps // rounds, per_round)))
     for _ in range(rounds):
         for name, (fn, args, sync, reps) in calls.items():
             for _ in range(reps):
