@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 SCRIPT = textwrap.dedent("""
@@ -88,3 +89,35 @@ def test_backend_info_names_the_built_architectures_and_the_gpu():
     major, minor = torch.cuda.get_device_capability(0)
     assert info.startswith("built for sm_")
     assert f"(sm_{major}{minor})" in info and torch.cuda.get_device_name(0) in info
+
+
+CONFIG_SCRIPT = textwrap.dedent("""
+    import json, sys, torch
+    import kernel_pytorch.ops as kops
+    rows, cols = 1000, 3080  # 385 16-byte vectors: the last vector of a thread's share is partial
+    torch.manual_seed(0)
+    x = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(cols, device="cuda", dtype=torch.bfloat16)
+    xf = x.float()
+    ref = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()).to(x.dtype)
+    out = kops.rms_norm(x, w)
+    torch.testing.assert_close(out, ref, atol=2e-2, rtol=2e-2)
+    print(json.dumps(kops.tuning_entries()))
+""")
+
+
+@pytest.mark.parametrize("threads,split", [(128, -1), (128, -3), (256, -2), (128, 0)])
+def test_a_cached_rms_norm_configuration_is_launched_and_matches_the_reference(tmp_path, threads, split):
+    # Negative splits are the one-row-per-group kernels (for rms_norm on
+    # aligned rows, the register-lean wave kernel), 0 the streaming kernel;
+    # 1000 rows leave the last block of 3 rows partly empty.
+    cache = tmp_path / "tuning.json"
+    key = f"rms_norm|bfloat16|rows<=1024,cols=3080|{torch.cuda.get_device_name(0)}"
+    cache.write_text(json.dumps({"version": 2, "entries": {key: {"threads": threads, "split": split, "us": 1.0}}}))
+    full = dict(os.environ, KP_TUNING_CACHE=str(cache))
+    full.pop("PYTHONSAFEPATH", None)
+    res = subprocess.run([sys.executable, "-c", CONFIG_SCRIPT], cwd=tmp_path, env=full, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    entries = json.loads(res.stdout.strip().splitlines()[-1])
+    assert [(e["threads"], e["split"], e["source"]) for e in entries] == [(threads, split, "cache file")]

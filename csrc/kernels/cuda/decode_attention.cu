@@ -28,6 +28,27 @@
 // copies (TMA) issued by one thread, which is what reaches the DRAM bandwidth
 // that cuDNN's decode kernel reaches (see "tensor copies" below).
 //
+// On sm_90 the tensor-core kernels are themselves programmatic dependent
+// launches: a block initialises its barriers, waits (griddepcontrol.wait)
+// for the previous kernel, and the copy thread requests every stage's first
+// tile before anything else, so launch and set-up overlap the previous
+// kernel's drain (0.3-0.8 us per call on the H200).
+//
+// Measured on the H200/H100 (B=8, H=32, Hkv=8, D=128, bf16) and not kept:
+// three tensor-copy stages (1-4% slower); 3, 5, 6 or 8 splits instead of 4
+// (1-6% slower); L2 promotion 256B (6% slower at 16k/32k); the combine
+// letting the next kernel launch at its start (its waiting blocks then take
+// multiprocessors and the next attention grid lands unevenly: 3-4% slower);
+// the combine done by the last-arriving split block (atomic counter), naive
+// version 4 us slower; a tail of small blocks (15% of every pair's rows in
+// blocks started after all the big ones, so fast multiprocessors take more)
+// 1-5% slower: a block pays several microseconds before its first tile
+// arrives under load. Per-block timestamps (H100, T=4k..32k) show why a
+// static split leaves 6-8% on the table: the same fifth of the
+// multiprocessors (fixed TPCs) streams ~20% faster, so their blocks finish
+// early and idle; only persistent blocks taking work dynamically (with a
+// continuous copy pipeline across work units) would recover it.
+//
 // Launch configuration: `split` cache splits (0: about two blocks per
 // multiprocessor); `threads` is fixed at 128.
 #include "kernels/cuda/common.cuh"
@@ -528,6 +549,15 @@ __host__ __device__ constexpr int mma_smem_bytes() {
   return mma_stage_area_bytes<T, DP, G, BULK>() + 8 * mma_stages<BULK>() + (BULK ? 1024 : 0);
 }
 
+// Waits, in a kernel launched as a programmatic dependent, for the previous
+// kernel of the stream to complete and its writes to be visible; a no-op
+// otherwise.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 template <typename T, int DP, int G, bool BULK>
 __global__ void __launch_bounds__(kThreads)
 decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, float* partial_o,
@@ -553,9 +583,40 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int qr = lane >> 2, qc = lane & 3;  // quad row (head) and column
+  // Launched as a programmatic dependent (sm_90), the block may start while
+  // the previous kernel drains: only shared memory is touched before it
+  // waits for that kernel's results. The barriers are initialised and every
+  // stage's first tile is requested before anything else (the query loads,
+  // the setup below), by the one thread that issues all copies.
+  if constexpr (BULK) {
+    if (tid == 0) {
+      for (int st = 0; st < KS; ++st) mbar_init(bars + st, 1);
+    }
+  }
+  grid_dependency_wait();
   const BlockWork w = block_work<G>(a, chunk);
   const int64_t b = w.b, kvh = w.kvh, h0 = w.h0, start = w.start, end = w.end;
   const int D = static_cast<int>(a.head_dim);
+  const int64_t ntiles = end > start ? (end - start + TILE - 1) / TILE : 0;
+  // Tensor copies of tile t0 into stage st, issued by one thread.
+  auto bulk_tile = [&](int64_t t0, int st) {
+    unsigned char* kst_base = stages + st * SB;
+    mbar_arrive_expect(bars + st, SB);  // whole boxes, zero-filled ones included
+#pragma unroll
+    for (int box = 0; box < DP / 64; ++box) {
+      tensor_copy(kst_base + box * BOX, &maps.k, box * 64, static_cast<int>(t0), static_cast<int>(w.kvh),
+                  static_cast<int>(w.b), bars + st);
+      tensor_copy(kst_base + (DP / 64 + box) * BOX, &maps.v, box * 64, static_cast<int>(t0),
+                  static_cast<int>(w.kvh), static_cast<int>(w.b), bars + st);
+    }
+  };
+  if constexpr (BULK) {
+    if (tid == 0) {
+      for (int st = 0; st < KS; ++st) {
+        if (st < ntiles) bulk_tile(start + st * TILE, st);
+      }
+    }
+  }
 
   // A fragments of this lane's head (row qr), unscaled: the scale is applied
   // to the float32 scores.
@@ -574,11 +635,9 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
       }
     }
   }
-  if constexpr (BULK) {
-    // Columns beyond head_dim and rows beyond the cache are zero-filled by
-    // the tensor copies.
-    if (tid < KS) mbar_init(bars + tid, 1);
-  } else if (D < DP) {
+  // With BULK, columns beyond head_dim and rows beyond the cache are
+  // zero-filled by the tensor copies.
+  if (!BULK && D < DP) {
     for (int i = tid; i < KS * 2 * TILE * (DP - D); i += kThreads) {
       const int row = i / (DP - D), d = D + i % (DP - D);
       reinterpret_cast<T*>(stages + row * RS)[d] = from_f<T>(0.f);
@@ -599,16 +658,7 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
   auto load_tile = [&](int64_t t0, int st) {
     unsigned char* kst_base = stages + st * SB;
     if constexpr (BULK) {
-      if (tid == 0) {
-        mbar_arrive_expect(bars + st, SB);  // whole boxes, zero-filled ones included
-#pragma unroll
-        for (int box = 0; box < DP / 64; ++box) {
-          tensor_copy(kst_base + box * BOX, &maps.k, box * 64, static_cast<int>(t0), static_cast<int>(kvh),
-                      static_cast<int>(b), bars + st);
-          tensor_copy(kst_base + (DP / 64 + box) * BOX, &maps.v, box * 64, static_cast<int>(t0),
-                      static_cast<int>(kvh), static_cast<int>(b), bars + st);
-        }
-      }
+      if (tid == 0) bulk_tile(t0, st);
     } else {
       unsigned char* ks = kst_base + lr * RS + lc * 16;
       unsigned char* vs = ks + TILE * RS;
@@ -637,17 +687,22 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
 
-  const int64_t ntiles = end > start ? (end - start + TILE - 1) / TILE : 0;
   __syncthreads();  // zeroed padding and initialised barriers before any copy
+  if constexpr (!BULK) {
 #pragma unroll
-  for (int st = 0; st < KS - 1; ++st) {
-    if (st < ntiles) load_tile(start + st * TILE, st);
-    if constexpr (!BULK) cp_async_commit();
+    for (int st = 0; st < KS - 1; ++st) {
+      if (st < ntiles) load_tile(start + st * TILE, st);
+      cp_async_commit();
+    }
   }
   for (int64_t it = 0; it < ntiles; ++it) {
     const int64_t t0 = start + it * TILE;
     const int cur = static_cast<int>(it % KS);
-    if (it + KS - 1 < ntiles) load_tile(t0 + (KS - 1) * TILE, static_cast<int>((it + KS - 1) % KS));
+    // Tile it + KS - 1 into the stage the previous iteration freed (with
+    // BULK, issued at the start for it = 0).
+    if (it + KS - 1 < ntiles && (!BULK || it > 0)) {
+      load_tile(t0 + (KS - 1) * TILE, static_cast<int>((it + KS - 1) % KS));
+    }
     if constexpr (BULK) {
       mbar_wait(bars + cur, static_cast<unsigned>((it / KS) & 1));
       if (t0 + TILE > end && end < a.cache_len) {
@@ -762,9 +817,17 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
 }
 
 // out[b, h] = sum_s exp(m_s - M) o_s / sum_s exp(m_s - M) l_s
+//
+// One block per (sequence, head), one thread per output column. Every load
+// is issued before the first use (the splits' (m, l) into shared memory, up to
+// kCombineRegs partial outputs per thread into registers), so the kernel costs
+// one memory round trip after the attention kernel completes, not three.
+constexpr int kCombineRegs = 16;
+constexpr int kCombineMaxSplits = 256;
 template <typename T>
 __global__ void combine_kernel(kpdrDecodeAttentionArgs a, int splits, const float* partial_o,
                                const float* partial_ml) {
+  __shared__ float sm[kCombineMaxSplits], sl[kCombineMaxSplits];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched as a programmatic dependent of the attention kernel: wait for
   // its completion (and its writes) before reading the partial results.
@@ -773,19 +836,37 @@ __global__ void combine_kernel(kpdrDecodeAttentionArgs a, int splits, const floa
   const int64_t b = blockIdx.x / a.heads, h = blockIdx.x % a.heads;
   const float* ml = partial_ml + (b * a.heads + h) * splits * 2;
   const float* po = partial_o + (b * a.heads + h) * splits * a.head_dim;
-  float big = kNegInf;
-  for (int s = 0; s < splits; ++s) big = fmaxf(big, ml[2 * s]);
-  float denom = 0.f;
-  for (int s = 0; s < splits; ++s) {
-    if (ml[2 * s] != kNegInf) denom += expf(ml[2 * s] - big) * ml[2 * s + 1];
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+    sm[s] = ml[2 * s];
+    sl[s] = ml[2 * s + 1];
   }
-  T* out = static_cast<T*>(a.out) + b * a.out_stride[0] + h * a.out_stride[1];
-  for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
-    float num = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      if (ml[2 * s] != kNegInf) num += expf(ml[2 * s] - big) * po[s * a.head_dim + d];
+  const int64_t d = threadIdx.x;
+  const bool col = d < a.head_dim;
+  float o[kCombineRegs];
+#pragma unroll
+  for (int s = 0; s < kCombineRegs; ++s) o[s] = col && s < splits ? po[s * a.head_dim + d] : 0.f;
+  __syncthreads();
+  float big = kNegInf;
+  for (int s = 0; s < splits; ++s) big = fmaxf(big, sm[s]);
+  float num = 0.f, den = 0.f;
+#pragma unroll
+  for (int s = 0; s < kCombineRegs; ++s) {
+    if (s < splits && sm[s] != kNegInf) {
+      const float f = expf(sm[s] - big);
+      den += f * sl[s];
+      num += f * o[s];
     }
-    out[d] = from_f<T>(denom > 0.f ? num / denom : 0.f);
+  }
+  for (int s = kCombineRegs; s < splits; ++s) {
+    if (sm[s] != kNegInf) {
+      const float f = expf(sm[s] - big);
+      den += f * sl[s];
+      if (col) num += f * po[s * a.head_dim + d];
+    }
+  }
+  if (col) {
+    T* out = static_cast<T*>(a.out) + b * a.out_stride[0] + h * a.out_stride[1];
+    out[d] = from_f<T>(den > 0.f ? num / den : 0.f);
   }
 }
 
@@ -868,6 +949,8 @@ bool encode_cache_maps(const kpdrDecodeAttentionArgs& a, int tile, TmaMaps* maps
                                    static_cast<cuuint64_t>(stride[0]) * sizeof(T)};
     const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(tile), 1, 1};
     const cuuint32_t elem[4] = {1, 1, 1, 1};
+    // L2 promotion: 128B measured as fast as none and 6-7% faster than 256B
+    // (H200, T=16k/32k).
     return encode(map, type, 4, const_cast<void*>(base), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
@@ -902,7 +985,7 @@ int choose_splits(const kpdrDecodeAttentionArgs& a, int requested) {
     s = std::max<int64_t>(1, 2 * sm_count() / std::max<int64_t>(1, blocks));
     s = std::min<int64_t>(s, std::max<int64_t>(1, a.cache_len / (4 * tile)));
   }
-  return static_cast<int>(std::min<int64_t>({s, max_splits, 256}));
+  return static_cast<int>(std::min<int64_t>({s, max_splits, kCombineMaxSplits}));
 }
 
 template <typename T, int DP, int G, bool ASYNC>
@@ -913,19 +996,32 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
   const dim3 grid(splits, static_cast<unsigned>(a.kv_heads * ceil_div(group, G)), static_cast<unsigned>(a.batch));
   float* po = static_cast<float*>(ws);
   float* pml = po == nullptr ? nullptr : po + a.batch * a.heads * splits * a.head_dim;
+  const bool sm90 = device_major() >= 9;
+  bool pdl = false;
   // Above 48 KB of dynamic shared memory a kernel must opt in (not a stream
   // operation: allowed during graph capture).
   auto run = [&](auto kernel, int smem, auto... extra) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err == cudaSuccess) {
-      kernel<<<grid, kThreads, smem, stream>>>(a, splits, chunk, po, pml, extra...);
-      err = cudaGetLastError();
-    }
-    return err;
+    if (err != cudaSuccess) return err;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, a, splits, chunk, po, pml, extra...);
   };
   cudaError_t err = cudaSuccess;
   bool done = false;
   if constexpr (sizeof(T) == 2 && DP <= 128 && ASYNC) {
+    // The tensor-core kernels wait for the previous kernel in-kernel
+    // (griddepcontrol.wait), so on sm_90 they launch as programmatic
+    // dependents: their blocks are scheduled, and set up, while it drains.
+    pdl = sm90;
     TmaMaps maps{};
     if (KP_DECODE_BULK && runs_sm90_image(decode_attention_mma_kernel<T, DP, G, true>) &&
         encode_cache_maps<T>(a, TL::kTile, &maps)) {
@@ -936,14 +1032,17 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
       done = true;
     }
   }
-  if (!done) err = run(decode_attention_kernel<T, DP, G, ASYNC>, smem_bytes<T, DP, G>());
+  if (!done) {
+    pdl = false;
+    err = run(decode_attention_kernel<T, DP, G, ASYNC>, smem_bytes<T, DP, G>());
+  }
   if (err != cudaSuccess) return err;
   if (splits > 1) {
     // On sm_90 the combine kernel is a programmatic dependent launch: its
     // blocks are scheduled while the attention kernel drains and wait
-    // in-kernel for its results. Captured into CUDA graphs like any launch.
-    // (Measured within noise of a plain launch on the H200 at T=4k, graph
-    // replay; it cannot be slower.)
+    // in-kernel for its results. Captured into CUDA graphs like any launch
+    // (programmatic edges). It costs about 2.5 us per call at T=4k (H100 and
+    // H200: the attention kernel alone vs both).
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(a.batch * a.heads));
     cfg.blockDim = dim3(static_cast<unsigned>(std::min<int64_t>(1024, ceil_div(a.head_dim, 32) * 32)));
@@ -952,7 +1051,7 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = device_major() >= 9 ? 1 : 0;
+    cfg.numAttrs = sm90 ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, combine_kernel<T>, a, splits, static_cast<const float*>(po),
                               static_cast<const float*>(pml));
   }

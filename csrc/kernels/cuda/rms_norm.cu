@@ -18,6 +18,17 @@
 // where it fits, else read twice, serves the other rows (unaligned, or longer
 // than 8 vectors x 1024 threads; there `split` > 0 is the rows per block)
 // and is a tuning candidate of fused_add_rms_norm.
+//
+// rms_norm_wave_kernel takes that negative split for rms_norm without a
+// residual on 16-byte rows of at most 4 vectors per thread: the same one row
+// per group, with 32 registers per thread so that a multiprocessor holds
+// 2048 threads, and one grid for all rows (no grid-stride prologue). At
+// 2048 x 4096 bf16 on the H200 it measured 7.0-7.2 us against 7.6 for the
+// streaming kernel (copy of the same bytes: 5.9, from L2); at 8192 x 8192,
+// 92-93 us against 99-100 on the H100 (copy 90), 67 against 71.5 on the H200
+// (copy 64.5). The tuner times candidates eagerly, and at 2048 x 4096 its
+// choice between these and the streaming kernel varies from run to run
+// (7.4-7.5 us in the benchmark's graphs either way).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/row_launch.cuh"
@@ -203,6 +214,88 @@ __global__ void __launch_bounds__(stream_max_threads(VPT, kResidual)) rms_norm_s
   }
 }
 
+// One row per group of `group` threads (at most 4 16-byte vectors per
+// thread), `rows per block` groups per block, and a group for every row,
+// launched at once: no grid-stride loop and no prefetch, so a thread needs few
+// registers (the row stays packed; the weight is read after the reduction:
+// holding it from the start spilled and measured twice as slow on the H100)
+// and 32 per thread let a multiprocessor hold its full 2048
+// threads. For row sets of about one wave (2048 x 4096 bf16: 2048 rows of 128
+// threads, 16 per multiprocessor) this avoids the persistent kernel's second,
+// partial round of rows. The reduction takes one barrier.
+constexpr int kWaveMaxVpt = 4;
+template <typename T, int VPT>
+__global__ void __launch_bounds__(512, 4) rms_norm_wave_kernel(kpdrRmsNormArgs a, int group) {
+  constexpr int V = kVec16<T>;
+  using VT = Vec<T, V>;
+  __shared__ float scratch[16];
+  const int G = group, tid = threadIdx.x % G;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / G) + threadIdx.x / G;
+  const bool active = row < a.rows;
+  const int nvec = static_cast<int>(a.cols / V);  // < 2^31 (checked by the launcher)
+  const T* x = static_cast<const T*>(a.x) + row * a.x_row_stride;
+  const T* w = static_cast<const T*>(a.weight);
+  VT xv[VPT];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int j = i * G + tid;
+    if (active && j < nvec) xv[i] = load_vec<T, V>(x + j * V);
+  }
+  float sumsq = 0.f;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int j = i * G + tid;
+    if (active && j < nvec) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const float f = to_f(xv[i].v[e]);
+        sumsq += f * f;
+      }
+    }
+  }
+  sumsq = warp_sum(sumsq);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = sumsq;
+  __syncthreads();
+  if (!active) return;
+  const int first = (threadIdx.x / G) * (G >> 5);
+  float total = 0.f;
+  for (int k = 0; k < (G >> 5); ++k) total += scratch[first + k];
+  const float inv = rsqrtf(total / a.cols + a.eps);
+  if (a.rstd != nullptr && tid == 0) static_cast<float*>(a.rstd)[row] = inv;
+  T* out = static_cast<T*>(a.out) + row * a.out_row_stride;
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    keep_packed(xv[i]);
+    const int j = i * G + tid;
+    if (j < nvec) {
+      const VT wi = load_vec<T, V>(w + j * V);
+      VT o;
+#pragma unroll
+      for (int e = 0; e < V; ++e) o.v[e] = from_f<T>(to_f(xv[i].v[e]) * inv * to_f(wi.v[e]));
+      store_vec<T, V>(out + j * V, o);
+    }
+  }
+}
+
+// Vectors per thread of the wave kernel for `threads` per row (0: none fits).
+int wave_vpt(int64_t nvec, int threads) {
+  if (threads < 32 || threads > 512 || threads % 32 != 0) return 0;
+  const int64_t v = ceil_div(nvec, threads);
+  return v <= 1 ? 1 : v <= 2 ? 2 : v <= kWaveMaxVpt ? 4 : 0;
+}
+
+template <typename T>
+cudaError_t launch_wave(const kpdrRmsNormArgs& a, int threads, int rows_per_block, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(ceil_div(a.rows, rows_per_block)));
+  const int block = threads * rows_per_block;
+  switch (wave_vpt(a.cols / kVec16<T>, threads)) {
+    case 1: rms_norm_wave_kernel<T, 1><<<grid, block, 0, stream>>>(a, threads); break;
+    case 2: rms_norm_wave_kernel<T, 2><<<grid, block, 0, stream>>>(a, threads); break;
+    default: rms_norm_wave_kernel<T, 4><<<grid, block, 0, stream>>>(a, threads); break;
+  }
+  return cudaGetLastError();
+}
+
 template <typename T>
 int vec_width(const kpdrRmsNormArgs& a) {
   constexpr int V = kVec16<T>;
@@ -376,6 +469,17 @@ ConfigList rms_norm_candidates(const kpdrRmsNormArgs& a) {
       list.add(g, per_sm);
     }
   }
+  // Without a residual: the wave kernel (split -1: one row per block) at the
+  // two smallest groups that hold the row in <= 4 vectors per thread, for row
+  // sets of up to about four waves of 16 rows per multiprocessor.
+  if (!residual && a.rows <= 4 * static_cast<int64_t>(sm_count()) * 16) {
+    int added = 0;
+    for (int g = 32; g <= 512 && added < 2; g <<= 1) {
+      if (wave_vpt(nvec, g) == 0 || (g > 32 && g / 2 >= nvec)) continue;
+      ++added;
+      list.add(g, -1);  // two rows per block measured no faster (H100)
+    }
+  }
   // With a residual, two loads per vector keep enough reads in flight
   // without the prefetch, at the higher residency of the one-row-per-block
   // kernel: it measured up to 6% faster at 8192 x 8192 (H200).
@@ -405,6 +509,10 @@ cudaError_t rms_norm(const kpdrRmsNormArgs& a, LaunchConfig cfg, cudaStream_t st
       }
       return residual ? launch_stream<T, true>(a, threads, per_sm, stream)
                       : launch_stream<T, false>(a, threads, per_sm, stream);
+    }
+    if (row_kernel_cfg && !residual && vec == kVec16<T> && wave_vpt(nvec, cfg.threads) != 0 &&
+        cfg.threads * -cfg.split <= 512 && a.cols <= INT32_MAX && ceil_div(a.rows, -cfg.split) <= INT32_MAX) {
+      return launch_wave<T>(a, cfg.threads, -cfg.split, stream);
     }
     LaunchConfig c = row_default_config(nvec);
     if (row_kernel_cfg) c = LaunchConfig{cfg.threads, -cfg.split};
