@@ -211,6 +211,25 @@ __device__ __forceinline__ void tensor_copy(void* smem, const CUtensorMap* map, 
 
 // Tensor maps of the K and V caches as [batch][kv head][row][column] with
 // boxes of 64 columns x kTile rows (kernel parameters: __grid_constant__).
+// A cudaLaunchKernelEx configuration, optionally a programmatic dependent
+// launch (sm_90: the kernel waits for its predecessor in-kernel).
+struct Launch {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr[1]{};
+  Launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool programmatic) {
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = programmatic ? 1 : 0;
+  }
+  Launch(const Launch&) = delete;  // cfg.attrs points into this object
+  Launch& operator=(const Launch&) = delete;
+};
+
 struct TmaMaps {
   CUtensorMap k, v;
 };
@@ -1003,17 +1022,8 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
   auto run = [&](auto kernel, int smem, auto... extra) {
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, kernel, a, splits, chunk, po, pml, extra...);
+    const Launch launch(grid, dim3(kThreads), static_cast<size_t>(smem), stream, pdl);
+    return cudaLaunchKernelEx(&launch.cfg, kernel, a, splits, chunk, po, pml, extra...);
   };
   cudaError_t err = cudaSuccess;
   bool done = false;
@@ -1043,16 +1053,10 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
     // in-kernel for its results. Captured into CUDA graphs like any launch
     // (programmatic edges). It costs about 2.5 us per call at T=4k (H100 and
     // H200: the attention kernel alone vs both).
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(a.batch * a.heads));
-    cfg.blockDim = dim3(static_cast<unsigned>(std::min<int64_t>(1024, ceil_div(a.head_dim, 32) * 32)));
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = sm90 ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, combine_kernel<T>, a, splits, static_cast<const float*>(po),
+    const Launch launch(dim3(static_cast<unsigned>(a.batch * a.heads)),
+                        dim3(static_cast<unsigned>(std::min<int64_t>(1024, ceil_div(a.head_dim, 32) * 32))), 0,
+                        stream, sm90);
+    return cudaLaunchKernelEx(&launch.cfg, combine_kernel<T>, a, splits, static_cast<const float*>(po),
                               static_cast<const float*>(pml));
   }
   return cudaGetLastError();
