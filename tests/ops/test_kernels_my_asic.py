@@ -85,7 +85,7 @@ print(json.dumps({{"problems": problems, "fallback": asic.fallback_stats()}}))
 """
 
 
-def test_every_case_on_device_memory_the_host_cannot_address():
+def test_every_case_on_device_memory_the_host_cannot_address(my_asic):
     script = SUBPROCESS_SCRIPT.format(here=HERE_FOR_SUBPROCESS, expected=False)
     result = json.loads(last_line(run_python(script, env={"MYASIC_HOST_ADDRESSABLE": "0"})))
     assert result["problems"] == []
@@ -188,7 +188,7 @@ print(json.dumps({"overrideable": choice == SDPBackend.OVERRIDEABLE.value, "max_
 """
 
 
-def test_sdpa_backward_through_the_runtime_kernels_matches_cpu_without_host_access():
+def test_sdpa_backward_through_the_runtime_kernels_matches_cpu_without_host_access(my_asic):
     # Without host access ATen's CPU kernels cannot run on device memory: the
     # runtime's forward kernel and the recomputing backward serve training.
     result = json.loads(last_line(run_python(SDPA_BACKWARD_WITHOUT_HOST_ACCESS,

@@ -1,4 +1,8 @@
-"""benchmarks/kernels.py and demos/llama_demo.py run end to end (small settings, fresh processes)."""
+"""benchmarks/kernels.py and demos/llama_demo.py run end to end (small settings, fresh processes).
+
+Runs that include my_asic take the ``my_asic`` fixture: its subprocess has my_asic
+exactly when this process does (beside a GPU only with MY_ASIC_ENABLE=1).
+"""
 
 import json
 import subprocess
@@ -25,7 +29,7 @@ def _benchmark_json(tmp_path, *extra):
     return result, json.loads(out.read_text())
 
 
-def test_quick_benchmark_writes_every_op_with_times_ratios_and_no_fallback(tmp_path):
+def test_quick_benchmark_writes_every_op_with_times_ratios_and_no_fallback(tmp_path, my_asic):
     result, data = _benchmark_json(tmp_path, "--no-compile")
     rows = data["results"]
     assert {r["op"] for r in rows} == OPS_IN_BENCHMARK
@@ -51,7 +55,7 @@ def test_benchmark_device_cpu_leaves_my_asic_out(tmp_path):
 
 
 @pytest.mark.slow
-def test_quick_benchmark_with_torch_compile(tmp_path):
+def test_quick_benchmark_with_torch_compile(tmp_path, my_asic):
     _, data = _benchmark_json(tmp_path, "--ops", "rms_norm,silu_and_mul", "--dtypes", "float32,bfloat16")
     assert len(data["results"]) == 4
     for r in data["results"]:
@@ -68,7 +72,7 @@ DEMO_SMALL = ("--tokens", "4", "--prompt-length", "5", "--hidden", "64", "--laye
               "--kv-heads", "2", "--intermediate", "96", "--vocab", "64")
 
 
-def test_llama_demo_agrees_with_plain_pytorch_on_cpu_and_my_asic(tmp_path):
+def test_llama_demo_agrees_with_plain_pytorch_on_cpu_and_my_asic(tmp_path, my_asic):
     result = run_script("demos/llama_demo.py", *DEMO_SMALL, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     out = result.stdout
