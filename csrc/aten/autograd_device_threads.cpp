@@ -1,6 +1,7 @@
 #include "autograd_device_threads.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
 
 #include <pthread.h>
 
@@ -14,6 +15,11 @@ extern "C" int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
 namespace kernel_pytorch {
 namespace detail {
 namespace {
+
+// Operand size (elements) from which an autograd device thread's host kernels
+// use torch's intra-op threads: twice ATen's grain size, the smallest
+// elementwise op ATen would split in two.
+constexpr int64_t kParallelNumel = 2 * at::internal::GRAIN_SIZE;
 
 // The engine names its device threads (and the threads of its re-entrant
 // backward pool) "pt_autograd_<device>" (torch/csrc/autograd/engine.cpp).

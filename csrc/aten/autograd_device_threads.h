@@ -14,8 +14,8 @@
 //
 // So a host kernel on one of the engine's device threads runs with one
 // intra-op thread (OpenMP and MKL, for that thread only) until one of its
-// operands has kParallelNumel elements, enough for threads to pay; from then
-// on that thread uses torch's thread count (and the process pays for the
+// operands has 65,536 elements (kParallelNumel), enough for threads to pay;
+// from then on that thread uses torch's thread count (and the process pays for the
 // second pool, as it did before). Other threads are left alone: a user's
 // own thread may run CPU work too, which this must not slow down.
 #pragma once
@@ -23,11 +23,6 @@
 #include <cstdint>
 
 namespace kernel_pytorch {
-
-// Operand size (elements) from which a side thread's host kernels use
-// torch's intra-op threads: twice ATen's grain size, the smallest
-// elementwise op ATen would split in two.
-constexpr int64_t kParallelNumel = 2 * 32768;
 
 namespace detail {
 enum class AutogradThreadState : uint8_t { Unknown, Parallel, Serial };

@@ -163,29 +163,12 @@ at::Tensor adopt_sparse(DeviceAdopter& adopter, const at::Tensor& r, c10::Device
       adopter.adopt(compressed), adopter.adopt(plain), adopter.adopt(r.values()), r.sizes(), options);
 }
 
-// Element count of the largest tensor among the stack's n values from begin.
-int64_t largest_numel(const torch::jit::Stack* stack, size_t begin, size_t n) {
-  int64_t largest = 0;
-  for (size_t i = begin; i < begin + n; ++i) {
-    const c10::IValue& v = (*stack)[i];
-    if (v.isTensor()) {
-      largest = std::max(largest, v.toTensor().numel());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList().vec()) {
-        largest = std::max(largest, t.numel());
-      }
-    }
-  }
-  return largest;
-}
-
 void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const size_t begin = stack->size() - num_args;
   const c10::DeviceIndex device = call_device(schema, stack, begin);
   install_routing_cpu_allocator();
-  pace_intra_op_threads(largest_numel(stack, begin, num_args));
 
   // CPU kernels run on the host now: earlier async copies must be done.
   wait_current_stream(device);
@@ -193,7 +176,11 @@ void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* st
 
   // (host alias impl, device tensor) for each device tensor argument.
   std::vector<std::pair<at::Tensor, at::Tensor>> aliases;
+  int64_t largest = 0; // operand size, for pace_intra_op_threads
   auto alias_of = [&](const at::Tensor& t) -> at::Tensor {
+    if (t.defined()) {
+      largest = std::max(largest, t.numel());
+    }
     if (!is_device_tensor(t)) {
       return t;
     }
@@ -202,6 +189,7 @@ void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* st
     return a;
   };
   map_tensors(stack, begin, num_args, alias_of);
+  pace_intra_op_threads(largest);
 
   DeviceAdopter adopter(device);
   {
@@ -249,12 +237,20 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // The op targets my_asic through a tensor argument or a device= argument
   // (factories such as _efficientzerotensor).
   bool has_device_tensor = false;
+  int64_t largest = 0; // operand size, for pace_intra_op_threads
   for (size_t i = begin; i < stack->size(); ++i) {
     const c10::IValue& v = (*stack)[i];
     has_device_tensor = has_device_tensor || (v.isTensor() && is_device_tensor(v.toTensor())) ||
         (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1);
+    if (v.isTensor()) {
+      largest = std::max(largest, v.toTensor().numel());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) {
+        largest = std::max(largest, t.numel());
+      }
+    }
   }
-  pace_intra_op_threads(largest_numel(stack, begin, schema.arguments().size()));
+  pace_intra_op_threads(largest);
   wait_current_stream(device);
   rewrite_generators_and_devices(schema, stack, begin, device);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
