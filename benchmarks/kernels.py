@@ -12,7 +12,11 @@ For each op at LLM shapes, in float32 and bfloat16, one run times:
   (read + written), the memory-bound ceiling of this machine.
 
 Times are medians of several repetitions after warm-up, taken round-robin over
-the variants so that drift on a shared machine hits all of them alike.
+the variants so that drift on a shared machine hits all of them alike. Each
+variant's turn starts after a short pause (``SETTLE_S``): OpenMP's threads
+(eager and compiled code) spin for about 10 ms after a parallel region ends,
+and would otherwise take a core from whichever variant runs next (measured:
+the first two silu_and_mul calls after eager ran 30-50% slower).
 GB/s counts bytes read + bytes written (1 GB = 1e9 bytes) per call; for
 attention it counts q, k, v and the output once (prefill is compute bound:
 its GFLOP/s column is the meaningful one). Ratios: ``x eager`` and
@@ -223,7 +227,13 @@ def _sync_for(args):
     return lambda: None
 
 
-def time_round_robin(variants, target_s, min_reps, max_reps, rounds=8):
+# Pause before each variant's turn in a round, seconds: longer than libgomp's
+# spin-wait after a parallel region (GOMP_SPINCOUNT, ~10 ms here), so the
+# previous variant's idle OpenMP threads are asleep when the next one starts.
+SETTLE_S = 0.02
+
+
+def time_round_robin(variants, target_s, min_reps, max_reps, rounds=8, settle_s=SETTLE_S):
     """Seconds per call of each ``name -> (fn, args)``, measured in interleaved rounds.
 
     Returns ``{name: (median, minimum)}``: the median is the figure reported;
@@ -242,6 +252,7 @@ def time_round_robin(variants, target_s, min_reps, max_reps, rounds=8):
         calls[name] = (fn, args, sync, max(-(-min_reps // rounds), min(max_reps // rounds, per_round)))
     for _ in range(rounds):
         for name, (fn, args, sync, reps) in calls.items():
+            time.sleep(settle_s)
             for _ in range(reps):
                 start = time.perf_counter()
                 fn(*args)
