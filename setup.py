@@ -45,8 +45,13 @@ def _configure_cxx():
     except toolchain.ToolchainError as e:
         sys.exit(str(e))
     if note:
-        print(note, file=sys.stderr)
         os.environ["CXX"] = cxx  # the extension's link and the runtime's build both use it
+        cc = toolchain.matching_c_compiler(cxx)
+        if cc is not None and os.environ.get("CC") != cc:
+            # nvcc's host compiler (torch passes $CC as -ccbin) joins the same toolchain.
+            note += f"; and CC={cc} (was {os.environ.get('CC', 'unset')})"
+            os.environ["CC"] = cc
+        print(note, file=sys.stderr)
 
 
 _configure_cxx()

@@ -75,6 +75,24 @@ def choose_cxx(env: Mapping[str, str], fallbacks: Tuple[str, ...] = FALLBACK_COM
     )
 
 
+def matching_c_compiler(cxx: str) -> Optional[str]:
+    """The C compiler of the toolchain ``cxx`` belongs to (``/usr/bin/g++`` -> ``/usr/bin/gcc``), or None.
+
+    When setup.py replaces a broken ``$CXX``, ``$CC`` must move with it: nvcc
+    compiles the CUDA sources' host code with ``$CC`` (torch passes it as
+    ``-ccbin``), and objects built against one toolchain's libstdc++ headers
+    are then linked against the other's library.
+    """
+    directory, name = os.path.split(cxx)
+    for cxx_name, c_name in (("clang++", "clang"), ("g++", "gcc"), ("c++", "cc")):
+        if cxx_name in name:
+            candidate = os.path.join(directory, name.replace(cxx_name, c_name, 1))
+            if os.path.exists(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+            return None
+    return None
+
+
 def cuda_build_decision(torch_cuda_version: Optional[str], cuda_home: Optional[str],
                         env: Mapping[str, str]) -> Tuple[bool, int, str]:
     """Whether to compile the CUDA kernels: (build, reason code, one-line explanation).

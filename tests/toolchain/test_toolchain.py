@@ -68,6 +68,37 @@ def test_a_working_cxx_is_kept_without_a_note():
     assert toolchain.choose_cxx({"CXX": SYSTEM_CXX}) == (SYSTEM_CXX, None)
 
 
+def test_the_c_compiler_of_the_replacement_toolchain_is_found_beside_it(tmp_path):
+    for cxx, cc in (("g++", "gcc"), ("g++-12", "gcc-12"), ("clang++", "clang"), ("c++", "cc")):
+        (tmp_path / cc).write_text("#!/bin/sh\n")
+        (tmp_path / cc).chmod(0o755)
+        assert toolchain.matching_c_compiler(str(tmp_path / cxx)) == str(tmp_path / cc)
+
+
+def test_no_c_compiler_is_named_when_the_toolchain_has_none(tmp_path):
+    assert toolchain.matching_c_compiler(str(tmp_path / "g++")) is None
+    assert toolchain.matching_c_compiler(str(tmp_path / "icpx")) is None
+
+
+@needs_system_cxx
+def test_the_setup_moves_cc_with_a_replaced_cxx(tmp_path):
+    """nvcc compiles host code with $CC: a replaced $CXX must not leave it on the broken toolchain."""
+    system_cc = toolchain.matching_c_compiler(SYSTEM_CXX)
+    if system_cc is None:
+        pytest.skip(f"no C compiler beside {SYSTEM_CXX}")
+    broken = fake_compiler(tmp_path, "libstdc++.so")
+    env = dict(os.environ, CXX=broken, CC=str(tmp_path / "fake-gcc"), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    # setup.py's own --name prints the project name after configuring the compilers, building nothing.
+    out = subprocess.run([sys.executable, "-c",
+                          "import os, runpy, sys; sys.argv = ['setup.py', '--name']; "
+                          "runpy.run_path('setup.py', run_name='__main__'); "
+                          "print('CXX=' + os.environ['CXX'], 'CC=' + os.environ['CC'])"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"CXX={SYSTEM_CXX} CC={system_cc}" in out.stdout
+    assert f"CC={system_cc}" in out.stderr and broken in out.stderr
+
+
 def test_cuda_is_built_only_with_a_cuda_torch_and_nvcc(tmp_path):
     nvcc_home = tmp_path / "cuda"
     (nvcc_home / "bin").mkdir(parents=True)
