@@ -213,28 +213,18 @@ __device__ __forceinline__ void tensor_copy(void* smem, const CUtensorMap* map, 
 // boxes of 64 columns x kTile rows (kernel parameters: __grid_constant__).
 // A cudaLaunchKernelEx configuration, optionally a programmatic dependent
 // launch (sm_90: the kernel waits for its predecessor in-kernel).
-// With cluster > 1, blocks x .. x + cluster - 1 form a thread block cluster.
 struct Launch {
   cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr[2]{};
-  Launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool programmatic, unsigned cluster = 1) {
+  cudaLaunchAttribute attr[1]{};
+  Launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, bool programmatic) {
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    unsigned n = 0;
-    if (programmatic) {
-      attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster > 1) {
-      attr[n].id = cudaLaunchAttributeClusterDimension;
-      attr[n].val.clusterDim.x = cluster;
-      attr[n].val.clusterDim.y = 1;
-      attr[n++].val.clusterDim.z = 1;
-    }
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = n;
+    cfg.numAttrs = programmatic ? 1 : 0;
   }
   Launch(const Launch&) = delete;  // cfg.attrs points into this object
   Launch& operator=(const Launch&) = delete;
@@ -252,7 +242,7 @@ struct BlockWork {
 };
 
 template <int G>
-__device__ __forceinline__ BlockWork block_work(const kpdrDecodeAttentionArgs& a, int64_t chunk, int split) {
+__device__ __forceinline__ BlockWork block_work(const kpdrDecodeAttentionArgs& a, int64_t chunk) {
   BlockWork w;
   w.b = blockIdx.z;
   const int64_t group = a.heads / a.kv_heads;
@@ -261,7 +251,7 @@ __device__ __forceinline__ BlockWork block_work(const kpdrDecodeAttentionArgs& a
   w.h0 = w.kvh * group + (blockIdx.y % groups_per_kv) * G;
   const int64_t left = w.kvh * group + group - w.h0;
   w.nheads = static_cast<int>(left < G ? left : G);
-  w.split = split;
+  w.split = blockIdx.x;
   // Lengths above the cache length are clamped to it; lengths < 1 leave
   // nothing to attend to and give 0, as the reference does for masked rows.
   int64_t len = a.lengths != nullptr ? a.lengths[w.b] : a.cache_len;
@@ -323,7 +313,7 @@ decode_attention_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, fl
   float* p_sh = q_sh + G * DP;                                     // [kWarps][32][G]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const BlockWork w = block_work<G>(a, chunk, blockIdx.x);
+  const BlockWork w = block_work<G>(a, chunk);
   const int64_t b = w.b, kvh = w.kvh, h0 = w.h0, start = w.start, end = w.end;
   const int nheads = w.nheads, split = w.split;
   const int D = static_cast<int>(a.head_dim);
@@ -587,107 +577,14 @@ __device__ __forceinline__ void grid_dependency_wait() {
 #endif
 }
 
-// ---------------------------------------------------------------- clusters
-// The cluster kernel (CLUSTER, sm_90): the `csize` splits of one (sequence,
-// kv head) are the blocks of one thread block cluster. They take the cache's
-// tiles dynamically from a counter in rank 0's shared memory (a block on a
-// faster multiprocessor takes more), and merge their softmax states through
-// distributed shared memory at the end: no partial results in global
-// memory, no combine kernel, and nothing to reset between calls.
-__device__ __forceinline__ void cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-#endif
-}
-// The generic address of *p in the shared memory of cluster block `rank`.
-template <typename P>
-__device__ __forceinline__ P* cluster_map_rank(P* p, int rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint64_t out;
-  asm volatile("mapa.u64 %0, %1, %2;\n" : "=l"(out) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
-  return reinterpret_cast<P*>(out);
-#else
-  return p;
-#endif
-}
-// One arrival on a stage barrier with no copies (the end mark).
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-#endif
-}
-
-// The end of a cluster kernel's block: its warps' states (as for
-// write_block_result) merged into this block's (max, sum, output) in shared
-// memory after them, then, once every block of the cluster has done so, rank
-// r of the cluster merges every csize-th output element across the cluster's
-// blocks and writes it.
-template <typename T, int DP, int G>
-__device__ __forceinline__ void write_cluster_result(const kpdrDecodeAttentionArgs& a, const float* mo, const float* mm,
-                                                     float* ml, int nheads, int64_t b, int64_t h0, int rank,
-                                                     int csize) {
-  const int D = static_cast<int>(a.head_dim);
-  float* cmax = ml + kWarps * G;  // [G]
-  float* csum = cmax + G;         // [G]
-  float* cout = csum + G;         // [G][DP]
-  __syncthreads();
-  for (int i = threadIdx.x; i < nheads * D; i += kThreads) {
-    const int g = i / D, d = i % D;
-    float big = kNegInf;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, mm[w * G + g]);
-    float num = 0.f, den = 0.f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float mw = mm[w * G + g];
-      const float f = mw == kNegInf ? 0.f : exp_for<T>(mw - big);
-      num += f * mo[(w * G + g) * DP + d];
-      den += f * ml[w * G + g];
-    }
-    cout[g * DP + d] = num;
-    if (d == 0) {
-      cmax[g] = big;
-      csum[g] = den;
-    }
-  }
-  cluster_arrive();  // release: this block's state is visible to the cluster
-  cluster_wait();
-  for (int i = threadIdx.x + rank * kThreads; i < nheads * D; i += kThreads * csize) {
-    const int g = i / D, d = i % D;
-    float big = kNegInf;
-    for (int r = 0; r < csize; ++r) big = fmaxf(big, *cluster_map_rank(cmax + g, r));
-    float num = 0.f, den = 0.f;
-    for (int r = 0; r < csize; ++r) {
-      const float mr = *cluster_map_rank(cmax + g, r);
-      const float f = mr == kNegInf ? 0.f : exp_for<T>(mr - big);
-      num += f * *cluster_map_rank(cout + g * DP + d, r);
-      den += f * *cluster_map_rank(csum + g, r);
-    }
-    T* out = static_cast<T*>(a.out) + b * a.out_stride[0] + (h0 + g) * a.out_stride[1];
-    out[d] = from_f<T>(den > 0.f ? num / den : 0.f);
-  }
-  // No block may leave while another reads its shared memory.
-  cluster_arrive();
-  cluster_wait();
-}
-
-template <typename T, int DP, int G, bool BULK, bool CLUSTER>
+template <typename T, int DP, int G, bool BULK>
 __global__ void __launch_bounds__(kThreads)
 decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk, float* partial_o,
                             float* partial_ml, const __grid_constant__ TmaMaps maps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr ((BULK || CLUSTER) && __CUDA_ARCH__ < 900) {
+  if constexpr (BULK && __CUDA_ARCH__ < 900) {
     return;  // never launched: the host picks BULK only for sm_90+ kernel images
   } else {
-  static_assert(!CLUSTER || BULK, "the cluster kernel takes its tiles by tensor copies");
-  static_assert(!CLUSTER || static_cast<int>(sizeof(float)) * (kWarps * G * (DP + 2) + G * (DP + 2)) <=
-                                mma_stage_area_bytes<T, DP, G, BULK>(),
-                "the cluster merge fits the stage area");
   using TL = Tiling<T, DP>;
   using Op = MmaOp<T>;
   constexpr int TILE = TL::kTile, RW = TL::kRowsPerWarp, E = TL::kE, RS = TL::kRowStride;
@@ -715,19 +612,8 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
       for (int st = 0; st < KS; ++st) mbar_init(bars + st, 1);
     }
   }
-  // CLUSTER: the cluster's blocks share one (sequence, kv head) and take its
-  // tiles from a counter in rank 0's shared memory; cl_tile[st] is the tile
-  // in stage st (-1: none left).
-  __shared__ unsigned cl_next;
-  __shared__ int cl_tile[KS];
-  const int rank = CLUSTER ? static_cast<int>(blockIdx.x) : 0;
-  const int csize = CLUSTER ? static_cast<int>(gridDim.x) : 1;
-  if constexpr (CLUSTER) {
-    if (rank == 0 && tid == 0) cl_next = csize * KS;  // the first KS tiles of each block are static
-    cluster_arrive();  // waited for before the first claim
-  }
   grid_dependency_wait();
-  const BlockWork w = block_work<G>(a, chunk, CLUSTER ? 0 : static_cast<int>(blockIdx.x));
+  const BlockWork w = block_work<G>(a, chunk);
   const int64_t b = w.b, kvh = w.kvh, h0 = w.h0, start = w.start, end = w.end;
   const int D = static_cast<int>(a.head_dim);
   const int64_t ntiles = end > start ? (end - start + TILE - 1) / TILE : 0;
@@ -743,40 +629,7 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
                   static_cast<int>(w.kvh), static_cast<int>(w.b), bars + st);
     }
   };
-  // CLUSTER, static (splits == 1): block r takes the r-th of csize equal
-  // ranges of tiles, like a split; dynamic (splits == 0): claims c = 0, 1, ...
-  // (the first KS of each block fixed, the rest from rank 0's counter) map
-  // to tiles (c + rot) % ntiles, rot spreading the pairs' positions.
-  const bool dynamic = CLUSTER && splits == 0;
-  int64_t rot = 0, range_first = 0, range_end = 0;
-  if constexpr (CLUSTER) {
-    if (dynamic) {
-      const int64_t pair = blockIdx.y + static_cast<int64_t>(blockIdx.z) * gridDim.y;
-      rot = pair * ntiles / (static_cast<int64_t>(gridDim.y) * gridDim.z);
-    } else {
-      const int64_t per = (ntiles + csize - 1) / csize;
-      range_first = rank * per;
-      range_end = range_first + per < ntiles ? range_first + per : ntiles;
-    }
-  }
-  const int64_t claim_end = dynamic ? ntiles : range_end;
-  // Stage st gets the tile of claim c or, past the last, an arrival alone
-  // (the consumers then see -1 and stop). Issued by thread 0.
-  auto cluster_issue = [&](int64_t c, int st) {
-    if (c < claim_end) {
-      const int64_t t = dynamic ? (c + rot) % ntiles : c;
-      cl_tile[st] = static_cast<int>(t);
-      bulk_tile(t * TILE, st);
-    } else {
-      cl_tile[st] = -1;
-      mbar_arrive(bars + st);
-    }
-  };
-  if constexpr (CLUSTER) {
-    if (tid == 0) {
-      for (int st = 0; st < KS; ++st) cluster_issue(dynamic ? rank + static_cast<int64_t>(st) * csize : range_first + st, st);
-    }
-  } else if constexpr (BULK) {
+  if constexpr (BULK) {
     if (tid == 0) {
       for (int st = 0; st < KS; ++st) {
         if (st < ntiles) bulk_tile(start + st * TILE, st);
@@ -861,54 +714,16 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
       cp_async_commit();
     }
   }
-  // CLUSTER: thread 0 issues claim p0 next; dynamic claims are taken two
-  // ahead (p0, p1: a block's claims only grow, so once p0 is past the end so
-  // is p1, and no claimed tile is lost), so a claim's round trip to rank 0
-  // overlaps two tiles' work. `more` turns false once the end mark is issued.
-  unsigned* cl_counter = nullptr;
-  int64_t p0 = 0, p1 = 0;
-  bool more = false;
-  if constexpr (CLUSTER) {
-    cluster_wait();  // rank 0's counter is initialised
-    cl_counter = cluster_map_rank(&cl_next, 0);
-    if (dynamic) {
-      more = rank + static_cast<int64_t>(KS - 1) * csize < ntiles;
-      if (tid == 0 && more) {
-        p0 = atomicAdd(cl_counter, 1u);
-        p1 = atomicAdd(cl_counter, 1u);
-      }
-    } else {
-      more = range_first + KS - 1 < range_end;
-      p0 = range_first + KS;
-    }
-  }
-  for (int64_t it = 0; CLUSTER || it < ntiles; ++it) {
-    int64_t t0 = start + it * TILE;
+  for (int64_t it = 0; it < ntiles; ++it) {
+    const int64_t t0 = start + it * TILE;
     const int cur = static_cast<int>(it % KS);
-    if constexpr (CLUSTER) {
-      if (it > 0 && tid == 0 && more) {
-        const int st = static_cast<int>((it + KS - 1) % KS);
-        cluster_issue(p0, st);
-        if (p0 >= claim_end) {
-          more = false;
-        } else if (dynamic) {
-          p0 = p1;
-          p1 = atomicAdd(cl_counter, 1u);
-        } else {
-          ++p0;
-        }
-      }
-      mbar_wait(bars + cur, static_cast<unsigned>((it / KS) & 1));
-      const int t = cl_tile[cur];
-      if (t < 0) break;  // every thread reads the same mark
-      t0 = static_cast<int64_t>(t) * TILE;
-    } else if (it + KS - 1 < ntiles && (!BULK || it > 0)) {
-      // Tile it + KS - 1 into the stage the previous iteration freed (with
-      // BULK, issued at the start for it = 0).
+    // Tile it + KS - 1 into the stage the previous iteration freed (with
+    // BULK, issued at the start for it = 0).
+    if (it + KS - 1 < ntiles && (!BULK || it > 0)) {
       load_tile(t0 + (KS - 1) * TILE, static_cast<int>((it + KS - 1) % KS));
     }
     if constexpr (BULK) {
-      if constexpr (!CLUSTER) mbar_wait(bars + cur, static_cast<unsigned>((it / KS) & 1));
+      mbar_wait(bars + cur, static_cast<unsigned>((it / KS) & 1));
       if (t0 + TILE > end && end < a.cache_len) {
         // The last tile of a shorter sequence or of a split holds rows past
         // its end: probability 0, but 0 * (stale NaN) is NaN inside the
@@ -1015,11 +830,7 @@ decode_attention_mma_kernel(kpdrDecodeAttentionArgs a, int splits, int64_t chunk
       ml[warp * G + qr] = l;
     }
   }
-  if constexpr (CLUSTER) {
-    write_cluster_result<T, DP, G>(a, mo, mm, ml, w.nheads, b, h0, rank, csize);
-  } else {
-    write_block_result<T, DP, G>(a, mo, mm, ml, w.nheads, b, h0, w.split, splits, partial_o, partial_ml);
-  }
+  write_block_result<T, DP, G>(a, mo, mm, ml, w.nheads, b, h0, w.split, splits, partial_o, partial_ml);
   }
 #endif
 }
@@ -1196,56 +1007,8 @@ int choose_splits(const kpdrDecodeAttentionArgs& a, int requested) {
   return static_cast<int>(std::min<int64_t>({s, max_splits, kCombineMaxSplits}));
 }
 
-// The cluster kernel, `cluster` blocks per (sequence, kv head, head group);
-// cudaErrorNotSupported where this build or driver cannot run it (no sm_90
-// image, no tensor-map encoder, or the clusters do not fit the device).
-template <typename T, int DP, int G>
-cudaError_t launch_cluster(const kpdrDecodeAttentionArgs& a, int cluster, bool dynamic, cudaStream_t stream) {
-  if constexpr (sizeof(T) != 2 || DP > 128) {
-    return cudaErrorNotSupported;
-  } else {
-    using TL = Tiling<T, DP>;
-    auto kernel = decode_attention_mma_kernel<T, DP, G, true, true>;
-    TmaMaps maps{};
-    if (!runs_sm90_image(kernel) || !encode_cache_maps<T>(a, TL::kTile, &maps)) return cudaErrorNotSupported;
-    const int64_t group = a.heads / a.kv_heads;
-    const dim3 grid(cluster, static_cast<unsigned>(a.kv_heads * ceil_div(group, G)), static_cast<unsigned>(a.batch));
-    // Clusters are placed GPC by GPC and may stack blocks on a multiprocessor
-    // while others idle (up to three of these blocks fit one): ask for enough
-    // shared memory that no more than the even share of blocks fits one.
-    int smem = mma_smem_bytes<T, DP, G, true>();
-    {
-      int dev = 0, per_sm = 0, optin = 0;
-      if (cudaGetDevice(&dev) == cudaSuccess &&
-          cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess &&
-          cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess) {
-        const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-        const int64_t share = std::max<int64_t>(1, ceil_div(blocks, sm_count()));
-        const int64_t pad = per_sm / (share + 1) + 1024;
-        smem = static_cast<int>(std::max<int64_t>(smem, std::min<int64_t>(pad, optin)));
-      }
-      cudaGetLastError();
-    }
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    // Like the split kernel, a programmatic dependent of the previous kernel.
-    const Launch launch(grid, dim3(kThreads), smem, stream, true, static_cast<unsigned>(cluster));
-    float* none = nullptr;
-    return cudaLaunchKernelEx(&launch.cfg, kernel, a, dynamic ? 0 : 1, static_cast<int64_t>(a.cache_len), none, none,
-                              maps);
-  }
-}
-
 template <typename T, int DP, int G, bool ASYNC>
-cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream, int cluster, bool dynamic) {
-  if constexpr (ASYNC) {
-    if (cluster > 1) {
-      const cudaError_t err = launch_cluster<T, DP, G>(a, cluster, dynamic, stream);
-      if (err != cudaErrorNotSupported) return err;
-      cudaGetLastError();
-      splits = 1;  // the caller gave no workspace: one split per block
-    }
-  }
+cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream) {
   using TL = Tiling<T, DP>;
   const int64_t chunk = ceil_div(ceil_div(a.cache_len, splits), TL::kTile) * TL::kTile;
   const int64_t group = a.heads / a.kv_heads;
@@ -1270,12 +1033,12 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
     // dependents: their blocks are scheduled, and set up, while it drains.
     pdl = sm90;
     TmaMaps maps{};
-    if (KP_DECODE_BULK && runs_sm90_image(decode_attention_mma_kernel<T, DP, G, true, false>) &&
+    if (KP_DECODE_BULK && runs_sm90_image(decode_attention_mma_kernel<T, DP, G, true>) &&
         encode_cache_maps<T>(a, TL::kTile, &maps)) {
-      err = run(decode_attention_mma_kernel<T, DP, G, true, false>, mma_smem_bytes<T, DP, G, true>(), maps);
+      err = run(decode_attention_mma_kernel<T, DP, G, true>, mma_smem_bytes<T, DP, G, true>(), maps);
       done = true;
     } else if (has_mma()) {
-      err = run(decode_attention_mma_kernel<T, DP, G, false, false>, mma_smem_bytes<T, DP, G, false>(), maps);
+      err = run(decode_attention_mma_kernel<T, DP, G, false>, mma_smem_bytes<T, DP, G, false>(), maps);
       done = true;
     }
   }
@@ -1300,40 +1063,22 @@ cudaError_t launch(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaS
 }
 
 template <typename T, int DP, bool ASYNC>
-cudaError_t launch_g(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream, int cluster, bool dynamic) {
+cudaError_t launch_g(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream) {
   switch (heads_per_block(a)) {
-    case 8: return launch<T, DP, 8, ASYNC>(a, splits, ws, stream, cluster, dynamic);
-    case 4: return launch<T, DP, 4, ASYNC>(a, splits, ws, stream, cluster, dynamic);
-    case 2: return launch<T, DP, 2, ASYNC>(a, splits, ws, stream, cluster, dynamic);
-    default: return launch<T, DP, 1, ASYNC>(a, splits, ws, stream, cluster, dynamic);
+    case 8: return launch<T, DP, 8, ASYNC>(a, splits, ws, stream);
+    case 4: return launch<T, DP, 4, ASYNC>(a, splits, ws, stream);
+    case 2: return launch<T, DP, 2, ASYNC>(a, splits, ws, stream);
+    default: return launch<T, DP, 1, ASYNC>(a, splits, ws, stream);
   }
 }
 
 template <typename T, bool ASYNC>
-cudaError_t launch_d(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream, int cluster, bool dynamic) {
+cudaError_t launch_d(const kpdrDecodeAttentionArgs& a, int splits, void* ws, cudaStream_t stream) {
   switch (padded_dim(a.head_dim)) {
-    case 64: return launch_g<T, 64, ASYNC>(a, splits, ws, stream, cluster, dynamic);
-    case 128: return launch_g<T, 128, ASYNC>(a, splits, ws, stream, cluster, dynamic);
-    default: return launch_g<T, 256, ASYNC>(a, splits, ws, stream, cluster, dynamic);
+    case 64: return launch_g<T, 64, ASYNC>(a, splits, ws, stream);
+    case 128: return launch_g<T, 128, ASYNC>(a, splits, ws, stream);
+    default: return launch_g<T, 256, ASYNC>(a, splits, ws, stream);
   }
-}
-
-// Blocks per cluster of the cluster kernel for configuration `cfg` (split
-// -2, -4 or -8), or 0 where it does not apply: 16-bit caches of head_dim <=
-// 128 with 16-byte aligned rows on an sm_90+ device.
-int cluster_blocks(const kpdrDecodeAttentionArgs& a, LaunchConfig cfg) {
-  const int c = cfg.split <= -100 ? -cfg.split - 100 : -cfg.split;  // EXPERIMENT: -(100 + c) dynamic
-  if (c != 2 && c != 4 && c != 8) return 0;
-  if (a.dtype == KPDR_DTYPE_FLOAT32 || padded_dim(a.head_dim) == 0 || padded_dim(a.head_dim) > 128 ||
-      device_major() < 9) {
-    return 0;
-  }
-  bool aligned_rows = false;
-  dispatch_dtype(a.dtype, [&](auto tag) {
-    aligned_rows = copies_async<decltype(tag)>(a);
-    return cudaSuccess;
-  });
-  return aligned_rows ? c : 0;
 }
 
 }  // namespace
@@ -1342,22 +1087,15 @@ bool decode_attention_supported(const kpdrDecodeAttentionArgs& a) {
   return a.kv_heads > 0 && a.heads % a.kv_heads == 0 && padded_dim(a.head_dim) > 0;
 }
 
-ConfigList decode_attention_candidates(const kpdrDecodeAttentionArgs& a) {
+ConfigList decode_attention_candidates(const kpdrDecodeAttentionArgs&) {
   ConfigList list;
   list.add(kThreads, 0);
   for (int s : {2, 4, 8, 12, 16, 24, 32, 48, 64}) list.add(kThreads, s);
-  // Negative: the cluster kernel with that many blocks per cluster.
-  for (int c : {2, 4, 8}) {
-    if (cluster_blocks(a, LaunchConfig{kThreads, -c}) != 0) list.add(kThreads, -c);
-  }
-  for (int c : {2, 4}) {
-    if (cluster_blocks(a, LaunchConfig{kThreads, -c}) != 0) list.add(kThreads, -100 - c);
-  }
   return list;
 }
 
 size_t decode_attention_workspace_bytes(const kpdrDecodeAttentionArgs& a, LaunchConfig cfg) {
-  if (!decode_attention_supported(a) || cluster_blocks(a, cfg) != 0) return 0;
+  if (!decode_attention_supported(a)) return 0;
   const int splits = choose_splits(a, cfg.split);
   if (splits <= 1) return 0;
   return sizeof(float) * static_cast<size_t>(a.batch * a.heads * splits) * static_cast<size_t>(a.head_dim + 2);
@@ -1367,14 +1105,12 @@ cudaError_t decode_attention(const kpdrDecodeAttentionArgs& a, LaunchConfig cfg,
                              cudaStream_t stream) {
   if (a.batch * a.heads == 0 || a.head_dim == 0) return cudaSuccess;
   if (!decode_attention_supported(a)) return cudaErrorInvalidValue;
-  const int cluster = cluster_blocks(a, cfg);
-  const int splits = cluster != 0 ? 1 : choose_splits(a, cfg.split);
+  const int splits = choose_splits(a, cfg.split);
   if (splits > 1 && workspace == nullptr) return cudaErrorInvalidValue;
   return dispatch_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    const bool dynamic = cfg.split <= -100;
-    return copies_async<T>(a) ? launch_d<T, true>(a, splits, workspace, stream, cluster, dynamic)
-                              : launch_d<T, false>(a, splits, workspace, stream, cluster, dynamic);
+    return copies_async<T>(a) ? launch_d<T, true>(a, splits, workspace, stream)
+                              : launch_d<T, false>(a, splits, workspace, stream);
   });
 }
 

@@ -34,7 +34,7 @@ struct LaunchConfig {
 };
 
 struct ConfigList {
-  static constexpr int kMax = 16;
+  static constexpr int kMax = 12;
   LaunchConfig items[kMax];
   int size = 0;
   void add(int threads, int split) {
