@@ -174,8 +174,9 @@ def tuning_report() -> str:
     """A readable table of the CUDA launch-configuration tuner's choices (see :func:`tuning_entries`).
 
     The tuner times each kernel's candidate launch configurations once per
-    (op, dtype, shape bucket, GPU name) with CUDA events and keeps the fastest
-    in a JSON file (``KP_TUNING_CACHE``, default
+    (op, dtype, shape bucket, GPU name), as back-to-back launches replayed
+    from a CUDA graph (``KP_TUNING_LOG=1`` prints each candidate's time), and
+    keeps the fastest in a JSON file (``KP_TUNING_CACHE``, default
     ``~/.cache/kernel_pytorch/tuning.json``); ``KP_TUNING=off`` uses fixed
     defaults. Tuning never runs during CUDA graph capture.
     """

@@ -121,3 +121,33 @@ def test_a_cached_rms_norm_configuration_is_launched_and_matches_the_reference(t
     assert res.returncode == 0, res.stderr
     entries = json.loads(res.stdout.strip().splitlines()[-1])
     assert [(e["threads"], e["split"], e["source"]) for e in entries] == [(threads, split, "cache file")]
+
+
+LOG_SCRIPT = textwrap.dedent("""
+    import torch
+    import kernel_pytorch.ops as kops
+    x = torch.randn(2048, 4096, device="cuda", dtype=torch.bfloat16)
+    kops.rms_norm(x, torch.randn(4096, device="cuda", dtype=torch.bfloat16))
+    q = torch.randn(2, 8, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(2, 2, 3000, 128, device="cuda", dtype=torch.bfloat16)
+    kops.decode_attention(q, k, torch.randn_like(k))
+    torch.cuda.synchronize()
+""")
+
+
+def test_candidates_are_timed_from_cuda_graph_replays(tmp_path):
+    # Replays of captured launches are how models run decoder steps, and what
+    # benchmarks/kernels_cuda.py measures: timed eagerly, rms_norm's
+    # candidates at 2048 x 4096 ranked differently. decode_attention's
+    # candidates need a workspace, allocated once before the captures.
+    env = dict(os.environ, KP_TUNING_CACHE=str(tmp_path / "tuning.json"), KP_TUNING_LOG="1")
+    env.pop("PYTHONSAFEPATH", None)
+    res = subprocess.run([sys.executable, "-c", LOG_SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-4000:]
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("kernel_pytorch tuning ")]
+    for op in ("rms_norm", "decode_attention"):
+        mine = [ln for ln in lines if f" {op}|" in ln]
+        assert len(mine) > 1, res.stderr[-4000:]
+        assert all(ln.endswith("(graph replay)") for ln in mine), mine
+

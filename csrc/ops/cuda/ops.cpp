@@ -11,6 +11,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/kernels_cuda.h"
@@ -53,7 +54,7 @@ template <typename Args, typename Kernel>
 LaunchConfig tuned(const char* op, const Args& args, const std::string& shape, const kp::cuda::ConfigList& cands,
                    Kernel kernel, cudaStream_t stream) {
   return cuda::choose_config(op, dtype_name(args.dtype), shape, cands,
-                             [&](LaunchConfig cfg) { return kernel(args, cfg, stream); }, stream);
+                             [&](LaunchConfig cfg, cudaStream_t s) { return kernel(args, cfg, s); }, stream);
 }
 
 bool all_double(std::initializer_list<at::Tensor> ts) {
@@ -186,18 +187,31 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::
         .to(q.scalar_type());
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  auto launch = [&](const kpdrDecodeAttentionArgs& a, LaunchConfig cfg, cudaStream_t s) {
-    const size_t bytes = kp::cuda::decode_attention_workspace_bytes(a, cfg);
-    at::Tensor ws;
-    if (bytes > 0) ws = at::empty({static_cast<int64_t>(bytes)}, q.options().dtype(at::kByte));
-    return kp::cuda::decode_attention(a, cfg, bytes > 0 ? ws.data_ptr() : nullptr, s);
-  };
   const auto& a = c.args;
+  const auto candidates = kp::cuda::decode_attention_candidates(a);
+  // The tuner times the candidates from CUDA graphs, which must not allocate
+  // while they are captured: one workspace, large enough for every
+  // candidate, allocated at the first (eager) launch and kept until tuning
+  // is done.
+  at::Tensor tuning_ws;
+  auto tuning_launch = [&](LaunchConfig cfg, cudaStream_t s) {
+    if (!tuning_ws.defined()) {
+      size_t bytes = 0;
+      for (int i = 0; i < candidates.size; ++i) {
+        bytes = std::max(bytes, kp::cuda::decode_attention_workspace_bytes(a, candidates.items[i]));
+      }
+      tuning_ws = at::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))}, q.options().dtype(at::kByte));
+    }
+    return kp::cuda::decode_attention(a, cfg, tuning_ws.data_ptr(), s);
+  };
   const std::string shape = "batch=" + std::to_string(a.batch) + ",heads=" + std::to_string(a.heads) +
                             ",kv_heads=" + std::to_string(a.kv_heads) + ",head_dim=" + std::to_string(a.head_dim) +
                             ",T<=" + std::to_string(bucket(a.cache_len));
-  const auto cfg = tuned("decode_attention", c.args, shape, kp::cuda::decode_attention_candidates(c.args), launch, stream);
-  check_launch(launch(c.args, cfg, stream), "decode_attention");
+  const auto cfg = cuda::choose_config("decode_attention", dtype_name(a.dtype), shape, candidates, tuning_launch, stream);
+  const size_t bytes = kp::cuda::decode_attention_workspace_bytes(a, cfg);
+  at::Tensor ws;
+  if (bytes > 0) ws = at::empty({static_cast<int64_t>(bytes)}, q.options().dtype(at::kByte));
+  check_launch(kp::cuda::decode_attention(a, cfg, bytes > 0 ? ws.data_ptr() : nullptr, stream), "decode_attention");
   return c.out;
 }
 

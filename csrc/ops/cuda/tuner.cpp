@@ -125,41 +125,140 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// Mean microseconds of one launch, or a negative number when it fails.
-double time_config(const Launch& launch, kp::cuda::LaunchConfig cfg, cudaStream_t stream,
-                   cudaEvent_t start, cudaEvent_t stop) {
-  if (launch(cfg) != cudaSuccess) {  // warm-up, and a check that it launches at all
+// Whether KP_TUNING_LOG asks for every candidate's time on stderr.
+bool tuning_log() {
+  static const bool on = [] {
+    const char* v = std::getenv("KP_TUNING_LOG");
+    if (v == nullptr) return false;
+    const std::string s = lower(v);
+    return !(s.empty() || s == "off" || s == "0" || s == "false" || s == "no");
+  }();
+  return on;
+}
+
+// Milliseconds between two events recorded on `s` around `work`, or a
+// negative number when something fails.
+template <typename Work>
+double elapsed_ms(cudaStream_t s, cudaEvent_t start, cudaEvent_t stop, Work&& work) {
+  float ms = 0.f;
+  if (cudaEventRecord(start, s) != cudaSuccess || !work() || cudaEventRecord(stop, s) != cudaSuccess ||
+      cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
     cudaGetLastError();
     return -1;
   }
-  // Round 0 sizes the repetitions; the best of three measured rounds is
-  // kept (candidates a few percent apart, such as rms_norm's at 2048 x 4096,
-  // swapped places between single rounds on the H200).
-  float ms = 0.f;
+  return ms;
+}
+
+// Mean microseconds of one launch in a run of back-to-back eager launches
+// (best of three rounds), or a negative number when it fails.
+double time_eager(const Launch& launch, kp::cuda::LaunchConfig cfg, cudaStream_t s, cudaEvent_t start,
+                  cudaEvent_t stop, double one_ms) {
+  // Enough repetitions for about 0.5 ms of work (3..100). The best of three
+  // rounds is kept: candidates a few percent apart, such as rms_norm's at
+  // 2048 x 4096, swapped places between single rounds on the H200.
+  const int reps = static_cast<int>(std::min(100.0, std::max(3.0, 0.5 / std::max(1e-4, one_ms))));
   double best = -1.0;
-  int reps = 1;
-  for (int round = 0; round < 4; ++round) {
-    if (cudaEventRecord(start, stream) != cudaSuccess) return -1;
-    for (int i = 0; i < reps; ++i) {
-      if (launch(cfg) != cudaSuccess) {
-        cudaGetLastError();
-        return -1;
+  for (int round = 0; round < 3; ++round) {
+    const double ms = elapsed_ms(s, start, stop, [&] {
+      for (int i = 0; i < reps; ++i) {
+        if (launch(cfg, s) != cudaSuccess) return false;
       }
+      return true;
+    });
+    if (ms < 0) return -1;
+    const double us = 1000.0 * ms / reps;
+    best = best < 0 ? us : std::min(best, us);
+  }
+  return best;
+}
+
+// Mean microseconds of one launch in a run of back-to-back launches captured
+// in a CUDA graph and replayed (best of five replays), as models replay their
+// decoder steps: eager timing includes launch gaps that graphs remove, and at
+// 2048 x 4096 rms_norm it ranked the candidates differently from graph
+// replays (H200). -1 when the candidate fails; -2 when capturing fails for a
+// reason of the stream rather than the candidate.
+double time_graph(const Launch& launch, kp::cuda::LaunchConfig cfg, cudaStream_t s, cudaEvent_t start,
+                  cudaEvent_t stop, double one_ms) {
+  // About 1 ms of work per replay, 5..100 launches: with a few launches the
+  // first one's ramp weighed enough to rank rms_norm's 8192 x 8192
+  // candidates differently from 20-launch graphs (H200).
+  const int reps = static_cast<int>(std::min(100.0, std::max(5.0, 1.0 / std::max(1e-4, one_ms))));
+  // Thread-local mode: other threads of the process may go on allocating
+  // (their calls are not the capture's concern) while this one captures.
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    return -2;
+  }
+  cudaError_t err = cudaSuccess;
+  for (int i = 0; i < reps && err == cudaSuccess; ++i) err = launch(cfg, s);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(s, &graph);
+  cudaGraphExec_t exec = nullptr;
+  if (err != cudaSuccess || end != cudaSuccess || graph == nullptr ||
+      cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+    cudaGetLastError();
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return -1;
+  }
+  cudaGraphDestroy(graph);
+  double best = -1.0;
+  for (int round = 0; round < 6; ++round) {  // round 0 warms the graph up
+    const double ms = elapsed_ms(s, start, stop, [&] { return cudaGraphLaunch(exec, s) == cudaSuccess; });
+    if (ms < 0) {
+      best = -1;
+      break;
     }
-    if (cudaEventRecord(stop, stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
-      cudaGetLastError();
-      return -1;
+    if (round > 0) best = best < 0 ? 1000.0 * ms / reps : std::min(best, 1000.0 * ms / reps);
+  }
+  cudaGraphExecDestroy(exec);
+  return best;
+}
+
+// Times every candidate on a private stream `s` (ordered after the caller's
+// stream by the caller): graph replays where the launches can be captured,
+// else eager launches. Returns the index of the fastest (a candidate must
+// beat the first, the default, by 2%: noise), or -1.
+int time_candidates(const char* key, const kp::cuda::ConfigList& candidates, const Launch& launch, cudaStream_t s,
+                    double* best_us) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+    cudaGetLastError();
+    if (start) cudaEventDestroy(start);
+    return -1;
+  }
+  bool graphs = true;
+  int best = -1;
+  *best_us = -1;
+  for (int i = 0; i < candidates.size; ++i) {
+    const auto cfg = candidates.items[i];
+    // One eager launch: the check that it launches at all, any one-time
+    // set-up (outside the capture), and the size of a run.
+    const double one = elapsed_ms(s, start, stop, [&] { return launch(cfg, s) == cudaSuccess; });
+    double us = -1;
+    if (one >= 0) {
+      if (graphs) {
+        us = time_graph(launch, cfg, s, start, stop, one);
+        // The default itself cannot be captured (or this stream cannot
+        // capture): time all candidates eagerly, comparably.
+        if (us == -2 || (us < 0 && i == 0)) {
+          graphs = false;
+          us = -1;
+        }
+      }
+      if (!graphs) us = time_eager(launch, cfg, s, start, stop, one);
     }
-    if (round == 0) {
-      // Enough repetitions for about 0.5 ms of work (3..100).
-      const double one = std::max(1e-4, static_cast<double>(ms));
-      reps = static_cast<int>(std::min(100.0, std::max(3.0, 0.5 / one)));
-    } else {
-      const double us = 1000.0 * ms / reps;
-      best = best < 0 ? us : std::min(best, us);
+    if (tuning_log()) {
+      std::fprintf(stderr, "kernel_pytorch tuning %s: threads=%d split=%d: %.2f us (%s)\n", key, cfg.threads,
+                   cfg.split, us, us < 0 ? "failed" : graphs ? "graph replay" : "eager");
+    }
+    if (us > 0 && (*best_us < 0 || us < *best_us * (i == 0 ? 1.0 : 0.98))) {
+      best = i;
+      *best_us = us;
     }
   }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
   return best;
 }
 
@@ -199,24 +298,29 @@ kp::cuda::LaunchConfig choose_config(const char* op, const char* dtype, const st
   if (auto it = g_entries.find(key); it != g_entries.end()) return it->second.config;
   if (capturing(stream)) return fallback;
 
-  cudaEvent_t start = nullptr, stop = nullptr;
-  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+  // The candidates run on a private stream that first waits for the
+  // caller's (whose inputs they read), and the caller's stream then waits
+  // for them (they wrote its outputs): a private stream can be captured even
+  // where the caller's is the legacy default stream.
+  cudaStream_t side = nullptr;
+  cudaEvent_t order = nullptr;
+  if (cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreateWithFlags(&order, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventRecord(order, stream) != cudaSuccess || cudaStreamWaitEvent(side, order, 0) != cudaSuccess) {
     cudaGetLastError();
-    if (start) cudaEventDestroy(start);
+    if (order) cudaEventDestroy(order);
+    if (side) cudaStreamDestroy(side);
     return fallback;
   }
-  kp::cuda::LaunchConfig best = fallback;
   double best_us = -1;
-  for (int i = 0; i < candidates.size; ++i) {
-    const double us = time_config(launch, candidates.items[i], stream, start, stop);
-    // A candidate must beat the default by 2% to be preferred over it (noise).
-    if (us > 0 && (best_us < 0 || us < best_us * (i == 0 ? 1.0 : 0.98))) {
-      best = candidates.items[i];
-      best_us = us;
-    }
+  const int best_index = time_candidates(key.c_str(), candidates, launch, side, &best_us);
+  if (cudaEventRecord(order, side) != cudaSuccess || cudaStreamWaitEvent(stream, order, 0) != cudaSuccess) {
+    cudaGetLastError();
+    cudaStreamSynchronize(side);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  cudaEventDestroy(order);
+  cudaStreamDestroy(side);
+  const kp::cuda::LaunchConfig best = best_index >= 0 ? candidates.items[best_index] : fallback;
   if (best_us < 0) return fallback;  // nothing could be timed: don't remember anything
   g_entries[key] = Stored{best, best_us, "tuned"};
   save_locked();

@@ -1,7 +1,9 @@
 // The launch-configuration tuner of the CUDA kernels (the "hardware tuner"):
 // for each (op, dtype, shape bucket, GPU name) it times the kernel's
-// candidate configurations once with CUDA events, keeps the fastest in a JSON
-// cache file and reuses it, in this process and the next ones.
+// candidate configurations once (back-to-back launches replayed from a CUDA
+// graph, as models run them; eager launches where capture fails), keeps the
+// fastest in a JSON cache file and reuses it, in this process and the next
+// ones.
 //
 //  - KP_TUNING=off (or 0/false/no) uses each kernel's fixed default.
 //  - KP_TUNING_CACHE=<path> names the cache file; the default is
@@ -10,6 +12,7 @@
 //    a cached choice is used, else the default (and nothing is recorded).
 //  - Tuning a new key synchronises the host with the stream once (to read
 //    the events); later calls only look the choice up.
+//  - KP_TUNING_LOG=1 prints every candidate's time to stderr.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,11 +32,14 @@ struct TuningEntry {
   std::string source;      // "tuned" (this process) or "cache file"
 };
 
-using Launch = std::function<cudaError_t(kp::cuda::LaunchConfig)>;
+using Launch = std::function<cudaError_t(kp::cuda::LaunchConfig, cudaStream_t)>;
 
-// The configuration to launch `op` with. `launch` runs the kernel with a
-// candidate on `stream` (it may be called several times while tuning, so it
-// must only write the op's outputs).
+// The configuration to launch `op` with on `stream`. `launch(cfg, s)` runs the
+// kernel with a candidate on stream s (a private stream ordered after
+// `stream`); it is called several times while tuning, so it must only write
+// the op's outputs, and it is captured into CUDA graphs (the first call for
+// each candidate is eager), so after its first call it must not allocate or
+// synchronise.
 kp::cuda::LaunchConfig choose_config(const char* op, const char* dtype, const std::string& shape,
                                      const kp::cuda::ConfigList& candidates, const Launch& launch,
                                      cudaStream_t stream);
