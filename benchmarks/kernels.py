@@ -12,7 +12,9 @@ For each op at LLM shapes, in float32 and bfloat16, one run times:
   (read + written), the memory-bound ceiling of this machine.
 
 Times are medians of several repetitions after warm-up, taken round-robin over
-the variants so that drift on a shared machine hits all of them alike. Each
+the variants so that drift on a shared machine hits all of them alike; the
+first call of each variant's turn is not counted (it pays for the switch:
+1.3-1.6x a steady call for rms_norm 2048x4096). Each
 variant's turn starts after a short pause (``SETTLE_S``): OpenMP's threads
 (eager and compiled code) spin for about 10 ms after a parallel region ends,
 and would otherwise take a core from whichever variant runs next (measured:
@@ -243,8 +245,10 @@ def time_round_robin(variants, target_s, min_reps, max_reps, rounds=8, settle_s=
     calls = {}
     for name, (fn, args) in variants.items():
         sync = _sync_for(args)
+        fn(*args)  # warm up: a first call also allocates its output (a device's first pays page faults)
+        sync()
         start = time.perf_counter()
-        fn(*args)  # warm up (the first call of a compiled function compiles it, elsewhere)
+        fn(*args)  # sized by a warm call, or a slow first call would give this variant fewer calls
         sync()
         one = time.perf_counter() - start
         # Calls per round: the budget split over the rounds, at least min_reps in all.
@@ -253,6 +257,11 @@ def time_round_robin(variants, target_s, min_reps, max_reps, rounds=8, settle_s=
     for _ in range(rounds):
         for name, (fn, args, sync, reps) in calls.items():
             time.sleep(settle_s)
+            # The first call of a turn pays for the switch (cold caches, the
+            # variant's threads waking up) and is not counted: it would weigh
+            # 1/reps in each variant's median, more where calls are slower.
+            fn(*args)
+            sync()
             for _ in range(reps):
                 start = time.perf_counter()
                 fn(*args)
