@@ -30,6 +30,15 @@ std::string lower(std::string s) {
   return s;
 }
 
+// An on/off environment variable: off, 0, false or no (any case) turn it
+// off, anything else on; unset or empty gives `when_unset`.
+bool env_switch(const char* name, bool when_unset) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return when_unset;
+  const std::string s = lower(v);
+  return !(s == "off" || s == "0" || s == "false" || s == "no");
+}
+
 std::string device_name() {
   int dev = 0;
   cudaDeviceProp prop{};
@@ -127,12 +136,7 @@ bool capturing(cudaStream_t stream) {
 
 // Whether KP_TUNING_LOG asks for every candidate's time on stderr.
 bool tuning_log() {
-  static const bool on = [] {
-    const char* v = std::getenv("KP_TUNING_LOG");
-    if (v == nullptr) return false;
-    const std::string s = lower(v);
-    return !(s.empty() || s == "off" || s == "0" || s == "false" || s == "no");
-  }();
+  static const bool on = env_switch("KP_TUNING_LOG", false);
   return on;
 }
 
@@ -265,12 +269,7 @@ int time_candidates(const char* key, const kp::cuda::ConfigList& candidates, con
 }  // namespace
 
 bool tuning_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("KP_TUNING");
-    if (v == nullptr) return true;
-    const std::string s = lower(v);
-    return !(s == "off" || s == "0" || s == "false" || s == "no");
-  }();
+  static const bool enabled = env_switch("KP_TUNING", true);
   return enabled;
 }
 
