@@ -209,8 +209,6 @@ __device__ __forceinline__ void tensor_copy(void* smem, const CUtensorMap* map, 
 #endif
 }
 
-// Tensor maps of the K and V caches as [batch][kv head][row][column] with
-// boxes of 64 columns x kTile rows (kernel parameters: __grid_constant__).
 // A cudaLaunchKernelEx configuration, optionally a programmatic dependent
 // launch (sm_90: the kernel waits for its predecessor in-kernel).
 struct Launch {
@@ -230,6 +228,8 @@ struct Launch {
   Launch& operator=(const Launch&) = delete;
 };
 
+// Tensor maps of the K and V caches as [batch][kv head][row][column] with
+// boxes of 64 columns x kTile rows (kernel parameters: __grid_constant__).
 struct TmaMaps {
   CUtensorMap k, v;
 };

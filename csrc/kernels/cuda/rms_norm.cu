@@ -26,9 +26,9 @@
 // 2048 x 4096 bf16 on the H200 it measured 7.0-7.2 us against 7.6 for the
 // streaming kernel (copy of the same bytes: 5.9, from L2); at 8192 x 8192,
 // 92-93 us against 99-100 on the H100 (copy 90), 67 against 71.5 on the H200
-// (copy 64.5). The tuner times candidates eagerly, and at 2048 x 4096 its
-// choice between these and the streaming kernel varies from run to run
-// (7.4-7.5 us in the benchmark's graphs either way).
+// (copy 64.5). The tuner, timing candidates from graph replays, picks it at
+// both sizes (7.0-7.65 us at 2048 x 4096 in the benchmark's graphs on five
+// H200 machines).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels_cuda.h"
 #include "kernels/cuda/row_launch.cuh"
