@@ -111,5 +111,6 @@ def register_device(force: bool = False) -> bool:
     register_exit_hook()
     if not _C._runtime_library():
         # The default runtime; register_custom_device may still replace it.
-        _C._set_runtime(os.environ.get("MY_ASIC_RUNTIME", BUNDLED_RUNTIME), "")
+        # MY_ASIC_RUNTIME_OPTIONS is the kpdrInit option string of the runtime.
+        _C._set_runtime(os.environ.get("MY_ASIC_RUNTIME", BUNDLED_RUNTIME), os.environ.get("MY_ASIC_RUNTIME_OPTIONS", ""))
     return True

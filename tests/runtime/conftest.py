@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kpdr_ctypes import REPO_ROOT, RUNTIME_INCLUDE_DIR, SUCCESS, TINY_RUNTIME_SOURCE, KpdrLibrary
+from kernel_pytorch.asic.conformance.kpdr_ctypes import SUCCESS, KpdrLibrary
+from runtime_sources import REPO_ROOT, RUNTIME_INCLUDE_DIR
 
 MYASIC_SOURCE_DIR = RUNTIME_INCLUDE_DIR / "myasic"
 # The CPU kernel library the simulator runs as its device kernels.

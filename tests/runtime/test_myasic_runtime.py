@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kpdr_ctypes import (
+from kernel_pytorch.asic.conformance.kpdr_ctypes import (
     ALL_ERROR_CODES,
     DEVICE_TO_DEVICE,
     DEVICE_TO_HOST,
@@ -35,8 +35,8 @@ from kpdr_ctypes import (
     MIB,
     SUCCESS,
     KpdrError,
-    header_function_names,
 )
+from runtime_sources import header_function_names
 
 # 10 MB/s simulated link: a 2 MB copy takes at least 0.2 s.
 SLOW_LINK_OPTIONS = "copy_bandwidth_gbps=0.01"
@@ -589,10 +589,10 @@ def test_destroyed_event_handle_is_invalid(myasic):
 
 
 def run_python(script, timeout_s=60):
-    """Runs ``script`` in a fresh interpreter that can import kpdr_ctypes."""
-    preamble = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    """Runs ``script`` in a fresh interpreter (the ctypes bindings import from the package)."""
     return subprocess.run(
-        [sys.executable, "-c", preamble + textwrap.dedent(script)],
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=Path(__file__).parent,  # not the repository root (GUIDE: no source tree first on sys.path)
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -603,7 +603,7 @@ def test_process_exit_with_queued_slow_copies_neither_hangs_nor_crashes(myasic_l
     # 1 MB/s link and 100 MB of device-to-device copies queued (device memory stays valid
     # until exit, as the ABI requires of copy operands): exit must not wait out 100 s.
     result = run_python(f"""
-        from kpdr_ctypes import KpdrLibrary, DEVICE_TO_DEVICE, MIB
+        from kernel_pytorch.asic.conformance.kpdr_ctypes import KpdrLibrary, DEVICE_TO_DEVICE, MIB
         runtime = KpdrLibrary({str(myasic_library_path)!r})
         runtime.check(runtime.kpdrInit(b"copy_bandwidth_gbps=0.001"))
         stream = runtime.stream(0)
@@ -619,7 +619,7 @@ def test_process_exit_with_queued_slow_copies_neither_hangs_nor_crashes(myasic_l
 def test_forked_child_cannot_use_the_runtime_and_exits_cleanly(myasic_library_path):
     result = run_python(f"""
         import ctypes, os
-        from kpdr_ctypes import KpdrLibrary, ERROR_NOT_INITIALIZED, MIB
+        from kernel_pytorch.asic.conformance.kpdr_ctypes import KpdrLibrary, ERROR_NOT_INITIALIZED, MIB
         runtime = KpdrLibrary({str(myasic_library_path)!r})
         runtime.check(runtime.kpdrInit(b"copy_bandwidth_gbps=0.01"))
         stream = runtime.stream(0)

@@ -11,8 +11,7 @@ import subprocess
 
 import pytest
 
-from kpdr_ctypes import RUNTIME_INCLUDE_DIR, TINY_RUNTIME_SOURCE
-from kpdr_ctypes import (
+from kernel_pytorch.asic.conformance.kpdr_ctypes import (
     ERROR_ALREADY_INITIALIZED,
     ERROR_INVALID_DEVICE,
     ERROR_INVALID_HANDLE,
@@ -21,8 +20,8 @@ from kpdr_ctypes import (
     SUCCESS,
     KpdrError,
     KpdrLibrary,
-    header_function_names,
 )
+from runtime_sources import RUNTIME_INCLUDE_DIR, TINY_RUNTIME_SOURCE, header_function_names
 
 
 @pytest.fixture(scope="module")
