@@ -20,6 +20,7 @@ import pytest
 
 from kernel_pytorch.asic.conformance.kpdr_ctypes import (
     ALL_ERROR_CODES,
+    ERROR_NAMES,
     DEVICE_TO_DEVICE,
     DEVICE_TO_HOST,
     ERROR_ALREADY_INITIALIZED,
@@ -176,21 +177,10 @@ def test_out_of_range_device_is_invalid_device(myasic):
 
 
 def test_every_error_code_has_a_distinct_description_starting_with_its_name(myasic):
-    names = {
-        0: "KPDR_SUCCESS",
-        1: "KPDR_ERROR_INVALID_VALUE",
-        2: "KPDR_ERROR_INVALID_DEVICE",
-        3: "KPDR_ERROR_OUT_OF_MEMORY",
-        4: "KPDR_ERROR_NOT_READY",
-        5: "KPDR_ERROR_NOT_INITIALIZED",
-        6: "KPDR_ERROR_ALREADY_INITIALIZED",
-        7: "KPDR_ERROR_INVALID_HANDLE",
-        999: "KPDR_ERROR_UNKNOWN",
-    }
     strings = [myasic.kpdrGetErrorString(code).decode() for code in ALL_ERROR_CODES]
     assert len(set(strings)) == len(strings)
     for code, text in zip(ALL_ERROR_CODES, strings):
-        assert text.startswith(names[code] + ": ")
+        assert text.startswith(ERROR_NAMES[code] + ": ")
 
 
 def test_last_error_message_is_per_thread(myasic):
