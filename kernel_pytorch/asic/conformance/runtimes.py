@@ -55,6 +55,10 @@ class RuntimeUnderTest:
         package_parent = str(Path(__file__).resolve().parents[3])
         path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join([package_parent] + [p for p in path if p != package_parent])
+        # The ABI checks load copies of the library from a temporary directory: its own
+        # directory stays on the search path for libraries it links by $ORIGIN.
+        library_path = [str(self.path.parent)] + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(library_path)
         env.update(extra or {})
         return env
 
