@@ -8,7 +8,8 @@ and an OpenCL platform exists (else that runtime skips, saying why). With
 
     python -m pytest tests/conformance --kp-runtime path/to/libyourchip.so --kp-full -s
 
-At the end the terminal summary lists each runtime's pass rates.
+At the end the terminal summary lists each runtime's pass rates. The full sweeps of
+op_db and module_db per runtime are marked slow (``-m slow``).
 """
 
 import ctypes
@@ -133,3 +134,14 @@ def clean_device_environment():
             if name.startswith(DEVICE_ENVIRONMENT_PREFIXES):
                 patch.delenv(name)
         yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """The full sweeps (marked slow) run only when asked for: ``pytest -m slow``."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip_slow = pytest.mark.skip(reason="slow: run with -m slow")
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.parent == here and "slow" in item.keywords:
+            item.add_marker(skip_slow)

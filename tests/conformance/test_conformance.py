@@ -22,3 +22,13 @@ def test_runtime_meets_the_bar(runtime_config, runtime_under_test, section, kp_f
                              require_kernels=runtime_config.require_kernels)
     record_section(runtime_config, runtime_under_test, report)
     assert report.ok, "\n" + report.text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", ["op_db", "module_db"])
+def test_runtime_meets_the_bar_in_the_full_sweep(runtime_config, runtime_under_test, section):
+    # The whole op_db (every OpInfo) and module_db (every input of every ModuleInfo):
+    # tens of minutes per runtime on 2 cores, so only with -m slow.
+    report = run_conformance(runtime_under_test, full=True, sections=[section])
+    record_section(runtime_config, runtime_under_test, report)
+    assert report.ok, "\n" + report.text()
