@@ -1,7 +1,8 @@
 """Hardware Abstraction Layer: discover accelerators of any vendor and describe them alike.
 
-Importing this package is cheap: it loads only the core types.  Vendor adapters, the
-peak-throughput tables and the selection helpers load on first attribute access, and
+Importing this package is cheap: it loads only the core types and the adapter registry.
+Vendor adapters and the peak-throughput tables load when the registry is first asked
+(or on first attribute access), the selection helpers on first attribute access, and
 vendor runtimes (pynvml, amdsmi, pyopencl, ...) only inside an adapter's discovery.
 
     >>> import kernel_pytorch.hardware_abstraction as hal
@@ -16,20 +17,20 @@ from typing import Any, Dict
 
 from .hal_core import (
     BYTES_PER_GB,
+    BYTES_PER_GIB,
     PRECISIONS,
     DeviceLink,
     DeviceSpec,
-    HardwareAbstractionLayer,
     HardwareCapabilities,
     HardwareVendor,
     VendorAdapter,
     precision_key,
 )
+from .registry import ENTRY_POINT_GROUP, HardwareAbstractionLayer, adapter_class, default_adapters
 
 # Public name -> submodule that defines it; resolved on first access (PEP 562) so that
 # `import kernel_pytorch.hardware_abstraction` does not pay for what it does not use.
 _LAZY_EXPORTS: Dict[str, str] = {
-    "default_adapters": "vendor_adapters",
     "auto_detect_best_adapter": "vendor_adapters",
     "NvidiaAdapter": "vendor_adapters",
     "AmdAdapter": "vendor_adapters",
@@ -47,6 +48,10 @@ _LAZY_EXPORTS: Dict[str, str] = {
 
 __all__ = [
     "BYTES_PER_GB",
+    "BYTES_PER_GIB",
+    "ENTRY_POINT_GROUP",
+    "adapter_class",
+    "default_adapters",
     "PRECISIONS",
     "DeviceLink",
     "DeviceSpec",

@@ -1,18 +1,20 @@
 """Backend-level device API on top of the HAL: which torch backend to run on, with fallback.
 
-A *backend* is a torch device type plus the vendor behind it (``cuda`` for
-NVIDIA, ``rocm`` for AMD, which torch also addresses as ``cuda``, ``xpu``,
-``mps``, ``custom`` for kernel_pytorch's ``my_asic``, ``opencl``, ``cpu``).
-Everything here reads the devices a :class:`HardwareAbstractionLayer`
-discovered; the only extra checks are torch-level ones (is this torch build
-able to use the devices the vendor library found?), so e.g. an NVIDIA GPU
-seen through NVML under a CPU-only torch build is reported, but not offered.
+A *backend* is one vendor adapter seen from torch, named by the adapter's ``backend``
+attribute (``cuda`` for NVIDIA, ``rocm`` for AMD, which torch also addresses as
+``cuda``, ``xpu``, ``mps``, ``custom`` for kernel_pytorch's ``my_asic``, ``opencl``,
+``cpu``); :data:`BACKEND_PRIORITY`, the order AUTO tries them in, is the adapters'
+priority order. Everything here reads the devices a :class:`HardwareAbstractionLayer`
+discovered plus each adapter's torch-level check (is this torch build able to use the
+devices the vendor library found?), so e.g. an NVIDIA GPU seen through NVML under a
+CPU-only torch build is reported, but not offered. The choice itself is
+:func:`~.selection.explain_selection` over the usable backends' devices, with the
+backends' vendors as the preference order.
 
-Fallback order (:data:`BACKEND_PRIORITY`): CUDA, ROCm, XPU, MPS, Custom,
-OpenCL, CPU. OpenCL devices are listed for information but torch cannot hold
-tensors on them, so :func:`init_backend` always skips them. A backend whose
-devices are all simulated (my_asic on its bundled simulator, which runs on the
-host CPU) comes after the CPU for AUTO; asking for it by name still gets it.
+OpenCL devices are listed for information but torch cannot hold tensors on them, so
+:func:`init_backend` always skips them. A backend whose devices are all simulated
+(my_asic on its bundled simulator, which runs on the host CPU) comes after the CPU for
+AUTO; asking for it by name still gets it.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import enum
 import logging
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, TextIO, Tuple, Union
+from typing import Dict, List, Optional, TextIO, Tuple, Type, Union
 
 import torch
 
-from .hal_core import BYTES_PER_GB, DeviceSpec, HardwareAbstractionLayer, HardwareVendor
+from .hal_core import BYTES_PER_GB, BYTES_PER_GIB, DeviceSpec, HardwareVendor, VendorAdapter
+from .registry import HardwareAbstractionLayer, adapter_classes
+from .selection import explain_selection
 
 __all__ = [
     "BackendPreference",
@@ -44,64 +48,52 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_GIB = 1024**3
 
-
-class BackendPreference(str, enum.Enum):
+class _Backend(str, enum.Enum):
     """Which backend a script asks for; AUTO takes the best available one."""
 
-    AUTO = "auto"
-    CPU = "cpu"
-    CUDA = "cuda"
-    ROCM = "rocm"
-    XPU = "xpu"
-    MPS = "mps"
-    OPENCL = "opencl"
-    CUSTOM = "custom"
-
     @classmethod
-    def parse(cls, value: Union[str, "BackendPreference"]) -> "BackendPreference":
-        """Case-insensitive lookup by value or name; ``my_asic`` is accepted for CUSTOM."""
+    def parse(cls, value: Union[str, "_Backend"]) -> "_Backend":
+        """Case-insensitive lookup by backend name, or by a vendor name or alias
+        (``my_asic`` gives CUSTOM, ``nvidia`` CUDA)."""
         if isinstance(value, cls):
             return value
         key = str(value).strip().lower()
-        if key == "my_asic":
-            return cls.CUSTOM
         for member in cls:
             if key == member.value:
                 return member
+        try:
+            vendor = HardwareVendor.parse(key)
+        except ValueError:
+            vendor = None
+        for member in BACKEND_PRIORITY:
+            if member.vendor is vendor:
+                return member
         raise ValueError(
-            f"unknown backend {value!r}; use one of: {', '.join(m.value for m in cls)} (or my_asic)"
+            f"unknown backend {value!r}; use one of: "
+            f"{', '.join(['auto'] + sorted(m.value for m in BACKEND_PRIORITY))} (or a vendor name such as my_asic)"
         )
+
+    @property
+    def adapter_class(self) -> Type[VendorAdapter]:
+        """The registered adapter behind this backend (not defined for AUTO)."""
+        if self.value == "auto":
+            raise ValueError("BackendPreference.AUTO stands for every backend; it has no single vendor")
+        return _ADAPTERS[self.value]
 
     @property
     def vendor(self) -> HardwareVendor:
         """The HAL vendor whose devices make up this backend (not defined for AUTO)."""
-        if self is BackendPreference.AUTO:
-            raise ValueError("BackendPreference.AUTO stands for every backend; it has no single vendor")
-        return _BACKEND_VENDOR[self]
+        return self.adapter_class.vendor
 
 
-_BACKEND_VENDOR = {
-    BackendPreference.CUDA: HardwareVendor.NVIDIA,
-    BackendPreference.ROCM: HardwareVendor.AMD,
-    BackendPreference.XPU: HardwareVendor.INTEL,
-    BackendPreference.MPS: HardwareVendor.APPLE,
-    BackendPreference.CUSTOM: HardwareVendor.CUSTOM_ASIC,
-    BackendPreference.OPENCL: HardwareVendor.OPENCL,
-    BackendPreference.CPU: HardwareVendor.CPU,
-}
+_ADAPTERS: Dict[str, Type[VendorAdapter]] = {cls.backend: cls for cls in adapter_classes()}
+#: AUTO plus one member per registered adapter, named by its ``backend`` (``CUDA``, ``CUSTOM``).
+BackendPreference = _Backend("BackendPreference", [("AUTO", "auto")] + [(name.upper(), name) for name in _ADAPTERS],
+                             module=__name__, qualname="BackendPreference")
 
 #: Order AUTO tries backends in, and the order explicit preferences fall back in.
-BACKEND_PRIORITY: Tuple[BackendPreference, ...] = (
-    BackendPreference.CUDA,
-    BackendPreference.ROCM,
-    BackendPreference.XPU,
-    BackendPreference.MPS,
-    BackendPreference.CUSTOM,
-    BackendPreference.OPENCL,
-    BackendPreference.CPU,
-)
+BACKEND_PRIORITY: Tuple[BackendPreference, ...] = tuple(BackendPreference(name) for name in _ADAPTERS)
 
 
 @dataclass(frozen=True)
@@ -176,37 +168,6 @@ def _resolve_hal(hal: Optional[HardwareAbstractionLayer]) -> HardwareAbstraction
     return _shared_hal
 
 
-def _torch_support_missing(backend: BackendPreference) -> Optional[str]:
-    """Why this torch build cannot run on the backend's devices, or None if it can.
-
-    Called only for backends whose devices the HAL found, so a machine without
-    (say) a GPU never probes the CUDA runtime here.
-    """
-    if backend is BackendPreference.CPU:
-        return None
-    if backend is BackendPreference.OPENCL:
-        return "torch has no OpenCL backend; OpenCL devices cannot hold torch tensors"
-    if backend is BackendPreference.CUDA:
-        if torch.version.cuda is None:
-            return f"this torch build ({torch.__version__}) has no CUDA support"
-        return None if torch.cuda.is_available() else "torch.cuda.is_available() is False"
-    if backend is BackendPreference.ROCM:
-        if torch.version.hip is None:
-            return f"this torch build ({torch.__version__}) has no ROCm support"
-        return None if torch.cuda.is_available() else "torch.cuda.is_available() is False (ROCm)"
-    if backend is BackendPreference.XPU:
-        xpu = getattr(torch, "xpu", None)
-        return None if xpu is not None and xpu.is_available() else "torch.xpu.is_available() is False"
-    if backend is BackendPreference.MPS:
-        return None if torch.backends.mps.is_available() else "torch.backends.mps.is_available() is False"
-    if backend is BackendPreference.CUSTOM:
-        my_asic = getattr(torch, "my_asic", None)
-        if my_asic is None:
-            return "kernel_pytorch my_asic extension not built/registered"
-        return None if my_asic.is_available() else "torch.my_asic.is_available() is False"
-    raise ValueError(f"no torch support check for backend {backend!r}")
-
-
 def discover_backends(hal: Optional[HardwareAbstractionLayer] = None) -> List[BackendInfo]:
     """Every backend in :data:`BACKEND_PRIORITY` order, available or not, with reasons.
 
@@ -230,7 +191,7 @@ def discover_backends(hal: Optional[HardwareAbstractionLayer] = None) -> List[Ba
                 reason = f"no {vendor.value} devices found"
             infos.append(BackendInfo(backend, False, reason, ()))
             continue
-        missing = _torch_support_missing(backend)
+        missing = backend.adapter_class.torch_support_missing()
         infos.append(BackendInfo(backend, missing is None, missing, devices))
     return infos
 
@@ -298,6 +259,43 @@ def _candidate_order(preference: BackendPreference, strict: bool,
     return [preference] + [backend for backend in auto if backend is not preference]
 
 
+def _choose(preference: BackendPreference, hal: Optional[HardwareAbstractionLayer], strict: bool,
+            required_bytes: int = 0) -> Tuple[Optional[BackendSelection], list, List[DeviceSpec]]:
+    """The selection (None if nothing fits), the backends passed over with why, and the
+    devices of the usable candidate backends.
+
+    One call of :func:`~.selection.explain_selection` over the devices of the usable
+    candidate backends, with their vendors as the preference order and the memory
+    requirement; no compute rule.
+    """
+    infos = {info.name: info for info in discover_backends(hal)}
+    order = _candidate_order(preference, strict, infos)
+    usable = [spec for backend in order if infos[backend].available for spec in infos[backend].devices]
+    verdicts = explain_selection(usable, required_bytes / BYTES_PER_GB, 0, dtype=None,
+                                 preferred_vendors=[backend.vendor for backend in order]) if usable else []
+    chosen = verdicts[0].device if verdicts and verdicts[0].accepted else None
+    skipped: List[Tuple[BackendPreference, str]] = []
+    for backend in order:
+        info = infos[backend]
+        if chosen is not None and chosen.vendor is backend.vendor:
+            selection = BackendSelection(info, chosen.device, preference, tuple(skipped))
+            if selection.fell_back:
+                logger.warning("backend %s unavailable, falling back to %s", preference.value, backend.value)
+            return selection, skipped, usable
+        reason = info.reason if not info.available else (
+            f"{info.best_device.device} has {int(info.best_device.capabilities.memory_free_gb * BYTES_PER_GB)} bytes free")
+        logger.info("skipping backend %s: %s", backend.value, reason)
+        skipped.append((backend, reason))
+    return None, skipped, usable
+
+
+def _no_backend(preference: BackendPreference, strict: bool, skipped) -> RuntimeError:
+    detail = "; ".join(f"{backend.value}: {reason}" for backend, reason in skipped)
+    if strict:
+        return RuntimeError(f"backend {preference.value} is not available ({detail}); pass strict=False to fall back")
+    return RuntimeError(f"no usable backend for {preference.value} ({detail})")
+
+
 def select_backend(
     preference: Union[str, BackendPreference] = BackendPreference.AUTO,
     hal: Optional[HardwareAbstractionLayer] = None,
@@ -307,28 +305,18 @@ def select_backend(
 
     AUTO tries :data:`BACKEND_PRIORITY` in order, simulated backends after the
     CPU. An explicit preference is tried first, then the others in that order,
-    unless ``strict``.
+    unless ``strict``. Within the backend the device with the most free memory
+    (GB) wins.
 
     Raises:
         RuntimeError: nothing usable (with ``strict``: the preferred backend is
             not usable); the message carries the reasons.
     """
     preference = BackendPreference.parse(preference)
-    infos = {info.name: info for info in discover_backends(hal)}
-    skipped: List[Tuple[BackendPreference, str]] = []
-    for backend in _candidate_order(preference, strict, infos):
-        info = infos[backend]
-        if info.available:
-            selection = BackendSelection(info, info.torch_device, preference, tuple(skipped))
-            if selection.fell_back:
-                logger.warning("backend %s unavailable, falling back to %s", preference.value, backend.value)
-            return selection
-        logger.info("skipping backend %s: %s", backend.value, info.reason)
-        skipped.append((backend, info.reason))
-    detail = "; ".join(f"{backend.value}: {reason}" for backend, reason in skipped)
-    if strict:
-        raise RuntimeError(f"backend {preference.value} is not available ({detail}); pass strict=False to fall back")
-    raise RuntimeError(f"no usable backend ({detail})")
+    selection, skipped, _ = _choose(preference, hal, strict)
+    if selection is None:
+        raise _no_backend(preference, strict, skipped)
+    return selection
 
 
 def init_backend(
@@ -338,7 +326,6 @@ def init_backend(
 ) -> torch.device:
     """The torch.device to run on for ``preference``, with fallback (see :func:`select_backend`).
 
-    Within the chosen backend the device with the most free memory is returned.
     Skipped backends are logged (INFO per skip, WARNING when an explicit
     preference falls back).
     """
@@ -353,9 +340,8 @@ def init_backend_with_memory_check(
 ) -> torch.device:
     """Like :func:`init_backend`, but only accept a device with ``required_bytes`` free.
 
-    Live free memory is re-read (``hal.refresh()``) first. Candidates are the
-    available backends in :func:`select_backend`'s order; within a backend the
-    device with the most free memory is tried.
+    Live free memory is re-read (``hal.refresh()``) first; candidates are tried in
+    :func:`select_backend`'s order.
 
     Args:
         required_bytes: bytes the job needs, e.g.
@@ -363,7 +349,7 @@ def init_backend_with_memory_check(
 
     Raises:
         InsufficientDeviceMemoryError: no candidate has enough free memory; the
-            message gives the shortfall in bytes and GiB.
+            message gives the shortfall in bytes and GiB (2^30 bytes).
         RuntimeError: no candidate backend is usable at all.
     """
     if isinstance(required_bytes, bool) or not isinstance(required_bytes, int) or required_bytes < 0:
@@ -371,29 +357,19 @@ def init_backend_with_memory_check(
     preference = BackendPreference.parse(preference)
     hal = _resolve_hal(hal)
     hal.refresh()
-    infos = {info.name: info for info in discover_backends(hal)}
-    best_seen: Optional[Tuple[int, DeviceSpec]] = None
-    reasons = []
-    for backend in _candidate_order(preference, strict, infos):
-        info = infos[backend]
-        if not info.available:
-            reasons.append(f"{backend.value}: {info.reason}")
-            continue
-        spec = info.best_device
-        free_bytes = int(spec.capabilities.memory_free_gb * BYTES_PER_GB)
-        if free_bytes >= required_bytes:
-            return spec.device
-        reasons.append(f"{backend.value}: {spec.device} has {free_bytes} bytes free")
-        if best_seen is None or free_bytes > best_seen[0]:
-            best_seen = (free_bytes, spec)
-    if best_seen is None:
-        raise RuntimeError(f"no usable backend for {preference.value} ({'; '.join(reasons)})")
-    free_bytes, spec = best_seen
+    selection, skipped, usable = _choose(preference, hal, strict, required_bytes)
+    if selection is not None:
+        return selection.device
+    if not usable:
+        raise _no_backend(preference, strict, skipped)
+    spec = max(usable, key=lambda candidate: candidate.capabilities.memory_free_gb)
+    free_bytes = int(spec.capabilities.memory_free_gb * BYTES_PER_GB)
     shortfall = required_bytes - free_bytes
+    tried = "; ".join(f"{backend.value}: {reason}" for backend, reason in skipped)
     raise InsufficientDeviceMemoryError(
-        f"need {required_bytes} bytes ({required_bytes / _GIB:.2f} GiB) free but the most free memory is "
-        f"{free_bytes} bytes ({free_bytes / _GIB:.2f} GiB) on {spec.device}: short by {shortfall} bytes "
-        f"({shortfall / _GIB:.2f} GiB). Tried {'; '.join(reasons)}. Use a smaller model, fewer bytes per "
+        f"need {required_bytes} bytes ({required_bytes / BYTES_PER_GIB:.2f} GiB) free but the most free memory is "
+        f"{free_bytes} bytes ({free_bytes / BYTES_PER_GIB:.2f} GiB) on {spec.device}: short by {shortfall} bytes "
+        f"({shortfall / BYTES_PER_GIB:.2f} GiB). Tried {tried}. Use a smaller model, fewer bytes per "
         f"parameter or a shorter max_seq_len, or free device memory",
         required_bytes,
         free_bytes,

@@ -37,12 +37,12 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from .hal_core import DeviceSpec, precision_key
+from .registry import process_group_backends
 
 __all__ = [
     "WorkerAssignment",
     "StageAssignment",
     "MeshDescription",
-    "PROCESS_GROUP_BACKENDS",
     "process_group_backend_for",
     "capability_score",
     "place_workload",
@@ -50,23 +50,17 @@ __all__ = [
     "device_mesh_description",
 ]
 
-#: torch device type -> torch.distributed backend that runs collectives on it
-#: (my_asic: kernel_pytorch's myccl). Other out-of-tree devices are looked up in
-#: ``torch.distributed.Backend.default_device_backend_map``, where their
-#: extension's ``register_backend(..., devices=[...])`` put them.
-PROCESS_GROUP_BACKENDS: Dict[str, str] = {
-    "cuda": "nccl",
-    "xpu": "xccl",
-    "cpu": "gloo",
-    "mps": "gloo",
-    "my_asic": "myccl",
-}
-
-
 def process_group_backend_for(device_type: str) -> Optional[str]:
-    """The ``torch.distributed`` backend for ``device_type``; None when none is known."""
-    if device_type in PROCESS_GROUP_BACKENDS:
-        return PROCESS_GROUP_BACKENDS[device_type]
+    """The ``torch.distributed`` backend for ``device_type``; None when none is known.
+
+    The HAL adapters' ``process_group_backend`` first (my_asic: kernel_pytorch's
+    myccl); other devices are looked up in
+    ``torch.distributed.Backend.default_device_backend_map``, where their extension's
+    ``register_backend(..., devices=[...])`` put them.
+    """
+    known = process_group_backends()
+    if device_type in known:
+        return known[device_type]
     import torch.distributed as dist
 
     if dist.is_available():

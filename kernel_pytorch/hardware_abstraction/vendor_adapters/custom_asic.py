@@ -30,6 +30,17 @@ class CustomAsicAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.CUSTOM_ASIC
+    # kernel_pytorch's device and its c10d backend (other PrivateUse1 names are found too).
+    device_type, backend, process_group_backend = "my_asic", "custom", "myccl"
+    aliases = ("my_asic", "asic", "custom", "privateuseone")
+    priority = 30
+
+    @classmethod
+    def torch_support_missing(cls) -> Optional[str]:
+        """None when torch.my_asic is registered and available; else why not."""
+        if getattr(torch, cls.device_type, None) is None:
+            return _NOT_REGISTERED
+        return super().torch_support_missing()
 
     def __init__(self, backend_name: Optional[str] = None) -> None:
         super().__init__()
