@@ -18,7 +18,6 @@ this class only says which devices to choose among.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -34,26 +33,11 @@ from ..hardware_abstraction.placement import (
 )
 from ..hardware_abstraction.registry import HardwareAbstractionLayer, adapter_classes, vendor_priority
 from ..hardware_abstraction.selection import SelectionVerdict, VendorLike, explain_selection, select_device
+from ..hardware_abstraction.vendor_adapters.cpu import CpuAdapter
 
 __all__ = ["HardwareAdapter"]
 
 _HAL_DISABLED = "HAL is disabled; construct HardwareAdapter(enable_hal=True)"
-
-
-def _host_available_bytes() -> int:
-    """Memory the host can give a new allocation without swapping, in bytes.
-
-    Linux's MemAvailable counts reclaimable page cache; other systems fall back
-    to free physical pages.
-    """
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def _torch_view(vendor: HardwareVendor, device: torch.device, free_bytes: int) -> DeviceSpec:
@@ -84,7 +68,8 @@ def _torch_devices() -> List[DeviceSpec]:
             else:
                 free = module.get_device_properties(index).total_memory
             found.append(_torch_view(cls.vendor, torch.device(device_type, index), int(free)))
-    return found + [_torch_view(HardwareVendor.CPU, torch.device("cpu"), _host_available_bytes())]
+    host_free_bytes = int(CpuAdapter().host_memory_gb()[1] * BYTES_PER_GB)
+    return found + [_torch_view(HardwareVendor.CPU, torch.device("cpu"), host_free_bytes)]
 
 
 class HardwareAdapter:

@@ -271,16 +271,17 @@ class VendorAdapter(abc.ABC):
     aliases: Tuple[str, ...] = ()
     #: Discovery and selection order: higher first; the host CPU comes last.
     priority: int = 0
+    #: ``torch.version`` attribute a torch build needs for these devices (``"cuda"``, ``"hip"``).
+    torch_build: Optional[str] = None
 
     @classmethod
     def torch_support_missing(cls) -> Optional[str]:
-        """Why this torch cannot run on the vendor's devices now, or None if it can.
-
-        This default asks ``torch.<device_type>.is_available()``; adapters override it
-        for build-level reasons (a torch without CUDA).
-        """
+        """Why this torch cannot run on the vendor's devices now (a build without
+        ``torch_build``, ``torch.<device_type>.is_available()`` False), or None if it can."""
         if cls.device_type is None:
             return f"torch has no {cls.vendor.value} backend; its devices cannot hold torch tensors"
+        if cls.torch_build and getattr(torch.version, cls.torch_build, None) is None:
+            return f"this torch build ({torch.__version__}) has no {cls.torch_build.upper()} support"
         module = getattr(torch, cls.device_type, None)
         if cls.device_type == "cpu" or (module is not None and module.is_available()):
             return None

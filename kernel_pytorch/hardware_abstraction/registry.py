@@ -28,14 +28,8 @@ from . import hal_core
 from .hal_core import DeviceSpec, HardwareVendor, VendorAdapter
 
 __all__ = [
-    "ENTRY_POINT_GROUP",
-    "HardwareAbstractionLayer",
-    "accelerator_device_types",
-    "adapter_class",
-    "adapter_classes",
-    "default_adapters",
-    "process_group_backends",
-    "vendor_priority",
+    "ENTRY_POINT_GROUP", "HardwareAbstractionLayer", "accelerator_device_types", "adapter_class", "adapter_classes",
+    "default_adapters", "process_group_backends", "vendor_aliases", "vendor_priority",
 ]
 
 #: Entry-point group an installed distribution lists its adapter class in.
@@ -61,14 +55,11 @@ def _registered() -> Dict[str, Type[VendorAdapter]]:
     for entry in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
             cls = entry.load()
+            if not _is_adapter(cls) or not isinstance(getattr(cls, "vendor", None), HardwareVendor):
+                raise TypeError("not a concrete VendorAdapter subclass with a HardwareVendor `vendor`")
         except Exception as error:  # a broken plug-in must not take the HAL down with it
             warnings.warn(f"HAL adapter entry point {entry.name!r} ({entry.value}) failed to load: {error!r}; "
                           f"skipping it", RuntimeWarning, stacklevel=2)
-            continue
-        if not _is_adapter(cls) or not isinstance(getattr(cls, "vendor", None), HardwareVendor):
-            warnings.warn(f"HAL adapter entry point {entry.name!r} ({entry.value}) is not a concrete "
-                          f"VendorAdapter subclass with a HardwareVendor `vendor`; skipping it",
-                          RuntimeWarning, stacklevel=2)
             continue
         taken = by_vendor.get(cls.vendor)
         if taken is not None and taken[0] != builtin.get(cls.vendor):
@@ -140,22 +131,16 @@ class HardwareAbstractionLayer:
 
     Discovery is lazy (first :meth:`discover` or :attr:`devices`) and cached; call
     :meth:`refresh` for live free-memory figures or ``discover(refresh=True)`` to
-    re-enumerate hardware.
-
-    Args:
-        adapters: the adapters to run, in discovery order; None runs
-            :func:`default_adapters`.
+    re-enumerate hardware. ``adapters``: the adapters to run, in discovery order;
+    None runs :func:`default_adapters`.
     """
 
     def __init__(self, adapters: Optional[Sequence[VendorAdapter]] = None) -> None:
         adapters = default_adapters() if adapters is None else list(adapters)
         for adapter in adapters:
             if not isinstance(adapter, VendorAdapter):
-                raise TypeError(
-                    f"HardwareAbstractionLayer adapters must be VendorAdapter instances, "
-                    f"got {type(adapter).__name__}; subclass "
-                    f"kernel_pytorch.hardware_abstraction.VendorAdapter"
-                )
+                raise TypeError(f"HardwareAbstractionLayer adapters must be VendorAdapter instances, got "
+                                f"{type(adapter).__name__}; subclass kernel_pytorch.hardware_abstraction.VendorAdapter")
         self._adapters: List[VendorAdapter] = adapters
         # Which adapter found each device, so refresh() can ask the right one.
         self._found: Optional[List[Tuple[VendorAdapter, DeviceSpec]]] = None
@@ -166,11 +151,7 @@ class HardwareAbstractionLayer:
         return list(self._adapters)
 
     def discover(self, refresh: bool = False) -> List[DeviceSpec]:
-        """All devices of all adapters, in adapter order.
-
-        The first call runs discovery; later calls return the cached list unless
-        ``refresh`` is True.
-        """
+        """All devices of all adapters, in adapter order; cached unless ``refresh``."""
         if self._found is None or refresh:
             self._found = [(adapter, spec) for adapter in self._adapters for spec in adapter.discover_devices()]
         return [spec for _, spec in self._found]
@@ -194,14 +175,6 @@ class HardwareAbstractionLayer:
     def devices(self) -> List[DeviceSpec]:
         """Same as :meth:`discover` (cached)."""
         return self.discover()
-
-    def adapter_of(self, spec: DeviceSpec) -> VendorAdapter:
-        """The adapter that discovered ``spec`` (one of :attr:`devices`)."""
-        self.discover()
-        for adapter, found in self._found:
-            if found is spec:
-                return adapter
-        raise ValueError(f"{spec.label} was not discovered by this HardwareAbstractionLayer")
 
     def devices_by_vendor(self) -> Dict[HardwareVendor, List[DeviceSpec]]:
         """Discovered devices grouped by vendor; vendors with no device are absent."""

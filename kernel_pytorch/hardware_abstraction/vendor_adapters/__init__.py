@@ -45,6 +45,5 @@ def auto_detect_best_adapter(adapters: Optional[List[VendorAdapter]] = None) -> 
     """
     hal = HardwareAbstractionLayer(adapters)
     best = select_device(hal.devices, 0, 0, "bf16")
-    if best is not None:
-        return hal.adapter_of(best)
-    return next((a for a in hal.adapters if a.vendor is HardwareVendor.CPU), None) or CpuAdapter()
+    vendor = HardwareVendor.CPU if best is None else best.vendor
+    return next((a for a in hal.adapters if a.vendor is vendor), None) or CpuAdapter()

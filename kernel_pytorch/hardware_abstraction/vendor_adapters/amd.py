@@ -40,16 +40,9 @@ class AmdAdapter(VendorAdapter):
 
     vendor = HardwareVendor.AMD
     # ROCm torch addresses AMD GPUs as cuda and runs RCCL under the nccl name.
-    device_type, backend, process_group_backend = "cuda", "rocm", "nccl"
+    device_type, backend, process_group_backend, torch_build = "cuda", "rocm", "nccl", "hip"
     aliases = ("rocm", "hip")
     priority = 60
-
-    @classmethod
-    def torch_support_missing(cls) -> Optional[str]:
-        """None when torch can run on AMD GPUs now; else why not (no ROCm build, no GPU)."""
-        if getattr(torch.version, "hip", None) is None:
-            return f"this torch build ({torch.__version__}) has no ROCm support"
-        return None if torch.cuda.is_available() else "torch.cuda.is_available() is False (ROCm)"
 
     _FROM_TORCH: Any = object()
 

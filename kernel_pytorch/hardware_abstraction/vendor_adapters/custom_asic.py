@@ -35,13 +35,6 @@ class CustomAsicAdapter(VendorAdapter):
     aliases = ("my_asic", "asic", "custom", "privateuseone")
     priority = 30
 
-    @classmethod
-    def torch_support_missing(cls) -> Optional[str]:
-        """None when torch.my_asic is registered and available; else why not."""
-        if getattr(torch, cls.device_type, None) is None:
-            return _NOT_REGISTERED
-        return super().torch_support_missing()
-
     def __init__(self, backend_name: Optional[str] = None) -> None:
         super().__init__()
         self._backend_name = backend_name

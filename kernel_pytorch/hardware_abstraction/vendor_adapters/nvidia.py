@@ -67,16 +67,9 @@ class NvidiaAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.NVIDIA
-    device_type, backend, process_group_backend = "cuda", "cuda", "nccl"
+    device_type, backend, process_group_backend, torch_build = "cuda", "cuda", "nccl", "cuda"
     aliases = ("cuda",)
     priority = 70
-
-    @classmethod
-    def torch_support_missing(cls) -> Optional[str]:
-        """None when torch can run on NVIDIA GPUs now; else why not (no CUDA build, no driver)."""
-        if torch.version.cuda is None:
-            return f"this torch build ({torch.__version__}) has no CUDA support"
-        return super().torch_support_missing()
 
     _FROM_ENVIRONMENT: Any = object()
 
