@@ -28,10 +28,7 @@ from kernel_pytorch.asic.registration import BUNDLED_RUNTIME_DIR, claim_privateu
 from kernel_pytorch.hardware_abstraction.hal_core import HardwareVendor
 
 __all__ = [
-    "CustomDeviceBackend",
-    "PrivateUse1Config",
-    "register_custom_device",
-    "registered_backend",
+    "CustomDeviceBackend", "PrivateUse1Config", "register_custom_device", "registered_backend",
     "resolve_backend_library",
 ]
 

@@ -1,19 +1,11 @@
-"""``HardwareAdapter``: the device-selection entry point of ``kernel_pytorch.distributed_scale``.
+"""``HardwareAdapter``: the device-selection facade of ``kernel_pytorch.distributed_scale``.
 
-Two modes:
-
-* HAL mode (``HardwareAdapter(enable_hal=True)``): devices of every vendor come
-  from a :class:`~kernel_pytorch.hardware_abstraction.HardwareAbstractionLayer`,
-  discovered once and cached. Selection reads the cached figures, so
-  :meth:`HardwareAdapter.get_optimal_device_hal` costs microseconds; call
-  :meth:`HardwareAdapter.refresh` to re-read live free memory.
-* Legacy mode (``HardwareAdapter()``): only
-  :meth:`HardwareAdapter.get_optimal_device_placement` is offered, answered
-  from torch's own device APIs without the HAL's discovery. Calling a HAL
-  method in legacy mode raises ``RuntimeError``.
-
-Both modes choose through :mod:`kernel_pytorch.hardware_abstraction.selection`;
-this class only says which devices to choose among.
+HAL mode (``HardwareAdapter(enable_hal=True)``) chooses among the devices of every vendor a
+:class:`~kernel_pytorch.hardware_abstraction.HardwareAbstractionLayer` discovered once
+(selection reads cached figures: microseconds; :meth:`HardwareAdapter.refresh` re-reads free
+memory). Legacy mode (``HardwareAdapter()``) offers only
+:meth:`HardwareAdapter.get_optimal_device_placement`, among the devices torch itself sees.
+Both choose through :mod:`kernel_pytorch.hardware_abstraction.selection`.
 """
 
 from __future__ import annotations
@@ -24,13 +16,7 @@ import torch
 
 from ..hardware_abstraction.hal_core import BYTES_PER_GB, DeviceSpec, HardwareCapabilities, HardwareVendor
 from ..hardware_abstraction.placement import (
-    MeshDescription,
-    StageAssignment,
-    WorkerAssignment,
-    device_mesh_description,
-    place_model_stages,
-    place_workload,
-)
+    MeshDescription, StageAssignment, WorkerAssignment, device_mesh_description, place_model_stages, place_workload)
 from ..hardware_abstraction.registry import HardwareAbstractionLayer, adapter_classes, vendor_priority
 from ..hardware_abstraction.selection import SelectionVerdict, VendorLike, explain_selection, select_device
 from ..hardware_abstraction.vendor_adapters.cpu import CpuAdapter

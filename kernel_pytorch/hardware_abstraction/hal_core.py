@@ -23,15 +23,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 import torch
 
 __all__ = [
-    "HardwareVendor",
-    "PRECISIONS",
-    "precision_key",
-    "DeviceLink",
-    "HardwareCapabilities",
-    "DeviceSpec",
-    "VendorAdapter",
-    "BYTES_PER_GB",
-    "BYTES_PER_GIB",
+    "HardwareVendor", "PRECISIONS", "precision_key", "DeviceLink", "HardwareCapabilities", "DeviceSpec",
+    "VendorAdapter", "BYTES_PER_GB", "BYTES_PER_GIB",
 ]
 
 #: Decimal gigabyte, the unit vendors print on datasheets (an "80 GB" H100 has 85.0e9 bytes
@@ -260,8 +253,7 @@ class VendorAdapter(abc.ABC):
     """
 
     vendor: HardwareVendor
-    #: torch device type of the vendor's devices (``"cuda"``); None when torch cannot
-    #: address them (OpenCL).
+    #: torch device type of the vendor's devices (``"cuda"``); None if torch has none (OpenCL).
     device_type: Optional[str] = None
     #: Name of the vendor's backend in ``backends.BackendPreference`` (``"rocm"``).
     backend: str = ""

@@ -21,14 +21,8 @@ from .hal_core import DeviceSpec, precision_key
 from .registry import process_group_backends
 
 __all__ = [
-    "WorkerAssignment",
-    "StageAssignment",
-    "MeshDescription",
-    "process_group_backend_for",
-    "capability_score",
-    "place_workload",
-    "place_model_stages",
-    "device_mesh_description",
+    "WorkerAssignment", "StageAssignment", "MeshDescription", "process_group_backend_for",
+    "capability_score", "place_workload", "place_model_stages", "device_mesh_description",
 ]
 
 def process_group_backend_for(device_type: str) -> Optional[str]:

@@ -31,12 +31,8 @@ import torch
 from .placement import MeshDescription
 
 __all__ = [
-    "HETEROGENEOUS_BACKENDS",
-    "MeshProcessGroup",
-    "RankPlacement",
-    "rank_placements",
-    "process_group_backend_string",
-    "init_process_group_from_mesh",
+    "HETEROGENEOUS_BACKENDS", "MeshProcessGroup", "RankPlacement", "rank_placements",
+    "process_group_backend_string", "init_process_group_from_mesh",
 ]
 
 #: Device types mixed in one job -> a backend that moves tensors of every one

@@ -1,17 +1,11 @@
 """The adapter registry: which vendor adapters exist, and the layer that runs them.
 
-Built-in adapters are the modules of ``vendor_adapters/``, loaded by name (the module
-name is the vendor's value: ``nvidia``, ``custom_asic``, ...). Out-of-tree adapters come
-from installed distributions through the entry-point group :data:`ENTRY_POINT_GROUP`,
-so a chip team ships its adapter as a package::
-
-    [project.entry-points."kernel_pytorch.hal_adapters"]
-    acme = "acme_hal:AcmeAdapter"
-
-There is one adapter per :class:`HardwareVendor`; an entry-point adapter replaces the
-built-in adapter of its vendor (a chip on torch's PrivateUse1 key is ``CUSTOM_ASIC``).
-Every vendor table of the HAL (aliases, discovery / backend / selection order,
-process-group backends) is derived here from the adapters' class attributes.
+Built-in adapters are the modules of ``vendor_adapters/``, loaded by name (the module name
+is the vendor's value); out-of-tree ones come from installed distributions through the
+entry-point group :data:`ENTRY_POINT_GROUP` and replace the built-in adapter of their
+vendor (docs/vendor_adapters.md). Every vendor table of the HAL (aliases, discovery,
+backend and selection order, process-group backends) is derived here from the adapters'
+class attributes.
 """
 
 from __future__ import annotations

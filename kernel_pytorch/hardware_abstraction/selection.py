@@ -39,10 +39,7 @@ from .hal_core import DeviceSpec, HardwareVendor, precision_key
 from .registry import vendor_priority
 
 __all__ = [
-    "SelectionVerdict",
-    "select_device",
-    "explain_selection",
-    "parse_vendor_list",
+    "SelectionVerdict", "select_device", "explain_selection", "parse_vendor_list",
 ]
 
 VendorLike = Union[str, HardwareVendor]

@@ -24,15 +24,8 @@ from .nvidia import NvidiaAdapter
 from .opencl import OpenCLAdapter
 
 __all__ = [
-    "AmdAdapter",
-    "AppleMpsAdapter",
-    "CpuAdapter",
-    "CustomAsicAdapter",
-    "IntelAdapter",
-    "NvidiaAdapter",
-    "OpenCLAdapter",
-    "default_adapters",
-    "auto_detect_best_adapter",
+    "AmdAdapter", "AppleMpsAdapter", "CpuAdapter", "CustomAsicAdapter", "IntelAdapter", "NvidiaAdapter",
+    "OpenCLAdapter", "default_adapters", "auto_detect_best_adapter",
 ]
 
 
