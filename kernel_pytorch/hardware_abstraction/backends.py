@@ -71,7 +71,7 @@ class _Backend(str, enum.Enum):
         return self.adapter_class.vendor
 
 
-_ADAPTERS: Dict[str, Type[VendorAdapter]] = {cls.backend: cls for cls in adapter_classes()}
+_ADAPTERS: Dict[str, Type[VendorAdapter]] = {cls.backend or cls.vendor.value: cls for cls in adapter_classes()}
 #: AUTO plus one member per registered adapter, named by its ``backend`` (``CUDA``, ``CUSTOM``).
 BackendPreference = _Backend("BackendPreference", [("AUTO", "auto")] + [(name.upper(), name) for name in _ADAPTERS],
                              module=__name__, qualname="BackendPreference")

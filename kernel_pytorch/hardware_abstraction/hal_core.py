@@ -255,7 +255,8 @@ class VendorAdapter(abc.ABC):
     vendor: HardwareVendor
     #: torch device type of the vendor's devices (``"cuda"``); None if torch has none (OpenCL).
     device_type: Optional[str] = None
-    #: Name of the vendor's backend in ``backends.BackendPreference`` (``"rocm"``).
+    #: Name of the vendor's backend in ``backends.BackendPreference`` (``"rocm"``); "" means
+    #: the vendor's value.
     backend: str = ""
     #: ``torch.distributed`` backend for collectives on ``device_type`` (``"nccl"``).
     process_group_backend: Optional[str] = None
