@@ -1,9 +1,5 @@
-"""Environment variables: one prefix rule, and the names it replaced.
-
-``MY_ASIC_*`` configure the my_asic device and its runtimes (registration, the runtime
-library, the CPU fallback, the simulated chip); ``KP_*`` configure the kernel library
-(ISA, threads, tuning), the build and the test/benchmark tools (docs/environment.md).
-"""
+"""Environment variables: ``MY_ASIC_*`` configure the my_asic device and its runtimes,
+``KP_*`` the kernel library, the build and the tools (docs/environment.md)."""
 
 from __future__ import annotations
 

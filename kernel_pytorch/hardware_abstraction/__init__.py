@@ -1,9 +1,8 @@
 """Hardware Abstraction Layer: discover accelerators of any vendor and describe them alike.
 
-Importing this package is cheap: it loads only the core types and the adapter registry.
-Vendor adapters and the peak-throughput tables load when the registry is first asked
-(or on first attribute access), the selection helpers on first attribute access, and
-vendor runtimes (pynvml, amdsmi, pyopencl, ...) only inside an adapter's discovery.
+Importing this package is cheap: it loads the core types and the adapter registry; the
+adapters and peak tables load when the registry is first asked, the other helpers on
+first attribute access, vendor runtimes (pynvml, amdsmi, ...) only inside discovery.
 
     >>> import kernel_pytorch.hardware_abstraction as hal
     >>> for spec in hal.HardwareAbstractionLayer().discover():

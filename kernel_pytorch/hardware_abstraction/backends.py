@@ -180,8 +180,7 @@ def _candidate_order(preference: BackendPreference, strict: bool,
 
 def _choose(preference: BackendPreference, hal: Optional[HardwareAbstractionLayer], strict: bool,
             required_bytes: int = 0) -> Tuple[Optional[BackendSelection], list, List[DeviceSpec]]:
-    """The selection (None if nothing fits), the backends passed over with why, and the
-    devices of the available candidate backends."""
+    """(selection or None, the backends passed over with why, the available candidates' devices)."""
     infos = {info.name: info for info in discover_backends(hal)}
     order = _candidate_order(preference, strict, infos)
     usable = [spec for backend in order if infos[backend].available for spec in infos[backend].devices]
@@ -276,11 +275,8 @@ def init_backend(
     hal: Optional[HardwareAbstractionLayer] = None,
     strict: bool = False,
 ) -> torch.device:
-    """The torch.device to run on for ``preference``, with fallback (see :func:`select_backend`).
-
-    Skipped backends are logged (INFO per skip, WARNING when an explicit preference
-    falls back).
-    """
+    """The torch.device :func:`select_backend` chooses; skipped backends are logged (INFO
+    per skip, WARNING when an explicit preference falls back)."""
     return select_backend(preference, hal, strict).device
 
 

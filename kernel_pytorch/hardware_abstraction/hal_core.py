@@ -34,8 +34,7 @@ BYTES_PER_GB = 1e9
 #: in ``_gib``.
 BYTES_PER_GIB = 2**30
 
-# Alias -> vendor, from the registered adapters' ``aliases``.  The registry installs its
-# lookup here (install_vendor_aliases) so that this leaf module need not import it.
+# Alias -> vendor lookup, installed by the adapter registry so that this leaf need not import it.
 _vendor_aliases: Callable[[], Mapping[str, "HardwareVendor"]] = dict
 
 
@@ -255,8 +254,7 @@ class VendorAdapter(abc.ABC):
     vendor: HardwareVendor
     #: torch device type of the vendor's devices (``"cuda"``); None if torch has none (OpenCL).
     device_type: Optional[str] = None
-    #: Name of the vendor's backend in ``backends.BackendPreference`` (``"rocm"``); "" means
-    #: the vendor's value.
+    #: Its name in ``backends.BackendPreference`` (``"rocm"``); "" means the vendor's value.
     backend: str = ""
     #: ``torch.distributed`` backend for collectives on ``device_type`` (``"nccl"``).
     process_group_backend: Optional[str] = None

@@ -26,13 +26,8 @@ __all__ = [
 ]
 
 def process_group_backend_for(device_type: str) -> Optional[str]:
-    """The ``torch.distributed`` backend for ``device_type``; None when none is known.
-
-    The HAL adapters' ``process_group_backend`` first (my_asic: kernel_pytorch's
-    myccl); other devices are looked up in
-    ``torch.distributed.Backend.default_device_backend_map``, where their extension's
-    ``register_backend(..., devices=[...])`` put them.
-    """
+    """The ``torch.distributed`` backend for ``device_type`` (the HAL adapters' ``process_group_backend``,
+    else what an extension's ``register_backend(..., devices=[...])`` registered); None when unknown."""
     known = process_group_backends()
     if device_type in known:
         return known[device_type]

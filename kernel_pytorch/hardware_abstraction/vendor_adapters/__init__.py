@@ -1,11 +1,8 @@
-"""The built-in vendor adapters, one module per vendor.
+"""The built-in vendor adapters, one module per vendor, named by the vendor's value.
 
-Adding a vendor: write ``<vendor>.py`` here (the module name is the vendor's value) with a
-:class:`VendorAdapter` subclass listed in the module's ``__all__``: its class attributes
-state the vendor's facts (torch device type, backend name, process-group backend,
-aliases, priority) and its ``discover_devices`` imports the vendor runtime lazily,
-returning ``[]`` with a reason when it is missing. The registry (``registry.py``) loads
-it by name; an out-of-tree adapter ships as a package with an entry point instead.
+The registry (``registry.py``) loads each module by name and takes the
+:class:`VendorAdapter` subclass in its ``__all__``; docs/vendor_adapters.md says how to
+add a vendor, or ship an adapter as a package.
 """
 
 from __future__ import annotations

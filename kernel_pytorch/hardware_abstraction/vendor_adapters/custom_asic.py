@@ -30,7 +30,6 @@ class CustomAsicAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.CUSTOM_ASIC
-    # kernel_pytorch's device and its c10d backend (other PrivateUse1 names are found too).
     device_type, backend, process_group_backend = "my_asic", "custom", "myccl"
     aliases = ("my_asic", "asic", "custom", "privateuseone")
     priority = 30
