@@ -54,7 +54,7 @@ def _torch_devices() -> List[DeviceSpec]:
             else:
                 free = module.get_device_properties(index).total_memory
             found.append(_torch_view(cls.vendor, torch.device(device_type, index), int(free)))
-    host_free_bytes = int(CpuAdapter().host_memory_gb()[1] * BYTES_PER_GB)
+    host_free_bytes = int(CpuAdapter()._memory_gb()[1] * BYTES_PER_GB)  # MemAvailable, capped by cgroup
     return found + [_torch_view(HardwareVendor.CPU, torch.device("cpu"), host_free_bytes)]
 
 

@@ -41,7 +41,9 @@ const std::map<std::string, std::string>& known_keys() {
 const char* getenv_renamed(const std::string& name, std::string* used) {
   *used = name;
   if (const char* value = std::getenv(name.c_str())) return value;
-  const std::string old_name = "MYASIC_" + name.substr(std::string("MY_ASIC_").size());
+  const std::string prefix = "MY_ASIC_";
+  if (name.compare(0, prefix.size(), prefix) != 0) return nullptr;
+  const std::string old_name = "MYASIC_" + name.substr(prefix.size());
   const char* value = std::getenv(old_name.c_str());
   if (value == nullptr) return nullptr;
   static std::mutex mutex;

@@ -51,7 +51,7 @@ class CpuAdapter(VendorAdapter):
         allowed = self._allowed_cpus if self._allowed_cpus is not None else _allowed_cpus()
         physical_cores, logical_cpus = _count_cores(processors, allowed)
         clock_mhz, clock_source = self._datasheet_clock_mhz(first)
-        total_gb, free_gb, memory_source = self.host_memory_gb()
+        total_gb, free_gb, memory_source = self._memory_gb()
 
         isa = torch.backends.cpu.get_cpu_capability()
         flags = (first.get("flags") or first.get("Features") or "").split()
@@ -92,7 +92,7 @@ class CpuAdapter(VendorAdapter):
     def refresh_memory(self, spec: DeviceSpec) -> None:
         """Re-read MemAvailable (and the cgroup limit) into ``memory_free_gb`` (GB)."""
         self._check_owns(spec)
-        spec.capabilities.memory_free_gb = self.host_memory_gb()[1]
+        spec.capabilities.memory_free_gb = self._memory_gb()[1]
 
     def _datasheet_clock_mhz(self, first_cpu: Dict[str, str]) -> Tuple[Optional[float], str]:
         # Base frequency is the sustained all-core figure; "cpu MHz" is the current clock
@@ -112,9 +112,7 @@ class CpuAdapter(VendorAdapter):
             return max_khz / 1e3, "sysfs cpuinfo_max_freq (turbo clock; peak overstated)"
         return None, "unknown"
 
-    def host_memory_gb(self) -> Tuple[float, float, str]:
-        """(total GB, available GB, where the figures came from): MemAvailable, capped by a
-        cgroup v2 memory limit; free physical pages where /proc/meminfo is missing."""
+    def _memory_gb(self) -> Tuple[float, float, str]:
         meminfo = _parse_meminfo(_read(os.path.join(self._proc_root, "meminfo")) or "")
         if "MemTotal" in meminfo:
             total = meminfo["MemTotal"]
