@@ -180,6 +180,16 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
+
+
 def _vendor_list(text: str):
     try:
         return parse_vendor_list(text)
@@ -235,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     conformance.add_argument("--options", default="", help="the runtime's kpdrInit option string, e.g. 'host_addressable=0'")
     conformance.add_argument("--full", action="store_true", help="the whole op_db and module_db (long) instead of a representative subset")
     conformance.add_argument("--sections", default="abi,op_db,module_db,training,kernels", help="comma-separated sections to run (default: all)")
-    conformance.add_argument("--steps", type=int, default=20, help="training steps per model; default 20")
+    conformance.add_argument("--steps", type=_positive_int, default=20, help="training steps per model; default 20")
     conformance.add_argument("--require-kernels", action="store_true", help="fail when a kernel-table op falls back to the CPU")
     conformance.add_argument("--json", metavar="OUT", default=None, help="also write the report as JSON to OUT")
     conformance.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
