@@ -234,6 +234,8 @@ def run_conformance(
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         raise ValueError(f"unknown section(s) {', '.join(unknown)}: choose from {', '.join(SECTIONS)}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1 (got {steps}): training parity compares each step's loss")
     started = time.monotonic()
     report = Report(runtime, full, probe(runtime))
     bar = Progress(progress)
