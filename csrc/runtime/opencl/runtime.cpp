@@ -188,8 +188,9 @@ kpdrError_t Runtime::select_devices(std::vector<cl_device_id>* chosen, cl_platfo
                   "' device_type=" + type + " device='" + options_.device +
                   "'. The OpenCL devices here are:" +
                   (inventory.empty() ? std::string("\n  (none)") : inventory) +
-                  "\nChange the filters (runtime options platform=, device_type=, device=, or "
-                  "MY_ASIC_OPENCL_PLATFORM / _DEVICE_TYPE / _DEVICE); `clinfo -l` lists them too");
+                  "\nChange the filters: runtime options platform=, device_type=, device= (in "
+                  "MY_ASIC_RUNTIME_OPTIONS), or MY_ASIC_OPENCL_PLATFORM, MY_ASIC_OPENCL_DEVICE_TYPE, "
+                  "MY_ASIC_OPENCL_DEVICE; `clinfo -l` lists the devices too");
 }
 
 kpdrError_t Runtime::describe_device(int index, cl_device_id id) {
