@@ -32,6 +32,29 @@ inline void st(__global ushort* p, long i, float v) {
 }
 #endif
 
+/* Four consecutive elements at index i (a multiple of 4 from the base
+ * pointer; vloadn needs only element alignment). 16 bytes of float32 or 8 of
+ * 16-bit types per load keep enough bytes in flight on GPUs. */
+#if KP_DTYPE == 0
+inline float4 ld4(const __global float* p, long i) { return vload4((size_t)(i >> 2), p); }
+inline void st4(__global float* p, long i, float4 v) { vstore4(v, (size_t)(i >> 2), p); }
+#elif KP_DTYPE == 1
+inline float4 ld4(const __global half* p, long i) { return vload_half4((size_t)(i >> 2), p); }
+inline void st4(__global half* p, long i, float4 v) { vstore_half4_rte(v, (size_t)(i >> 2), p); }
+#else
+inline float4 ld4(const __global ushort* p, long i) {
+  return as_float4(convert_uint4(vload4((size_t)(i >> 2), p)) << 16);
+}
+inline void st4(__global ushort* p, long i, float4 v) {
+  uint4 u = as_uint4(v);
+  const uint4 rounded = (u + (uint4)(0x7fffu) + ((u >> 16) & (uint4)(1u))) >> 16;
+  const uint4 nan = (u >> 16) | (uint4)(0x40u);
+  u = select(rounded, nan, (u & (uint4)(0x7fffffffu)) > (uint4)(0x7f800000u));
+  vstore4(convert_ushort4(u), (size_t)(i >> 2), p);
+}
+#endif
+inline float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
 /* A tensor of any kpdrDtype (rope's cos/sin may differ from x). */
 inline float ld_any(const __global uchar* p, long i, int dtype) {
   if (dtype == 0) return ((const __global float*)p)[i];
@@ -65,7 +88,7 @@ inline float wg_max(float v, __local float* scratch) {
   return r;
 }
 
-/* One work-group per row. */
+/* One work-group per row; 4 elements per load where the row allows it. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_rms_norm(long cols, BUF(x), long xs, BUF(res), long rs, BUF(w), BUF(out), long os,
                  BUF(ro), long ros, float eps, BUF(rstd), int has_res, int has_rstd) {
@@ -77,15 +100,26 @@ void kp_rms_norm(long cols, BUF(x), long xs, BUF(res), long rs, BUF(w), BUF(out)
   const __global T* w = AT(T, w);
   __global T* out = AT(T, out);
   __global T* ro = AT(T, ro);
+  const bool vec = ((cols | xs | os | (has_res ? (rs | ros) : 0)) & 3) == 0;
+  const long vcols = vec ? cols : 0;  /* [0, vcols) in vectors, the rest one by one */
   float ss = 0.0f;
   if (has_res) {
-    for (long i = lid; i < cols; i += WG) {
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+      st4(ro, r * ros + i, ld4(x, r * xs + i) + ld4(res, r * rs + i));
+      const float4 s = ld4(ro, r * ros + i);  /* the rounded sum is what gets normalised */
+      ss += sum4(s * s);
+    }
+    for (long i = vcols + lid; i < cols; i += WG) {
       st(ro, r * ros + i, ld(x, r * xs + i) + ld(res, r * rs + i));
-      const float s = ld(ro, r * ros + i);  /* the rounded sum is what gets normalised */
+      const float s = ld(ro, r * ros + i);
       ss += s * s;
     }
   } else {
-    for (long i = lid; i < cols; i += WG) {
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+      const float4 v = ld4(x, r * xs + i);
+      ss += sum4(v * v);
+    }
+    for (long i = vcols + lid; i < cols; i += WG) {
       const float v = ld(x, r * xs + i);
       ss += v * v;
     }
@@ -93,21 +127,34 @@ void kp_rms_norm(long cols, BUF(x), long xs, BUF(res), long rs, BUF(w), BUF(out)
   const float inv = rsqrt(wg_sum(ss, scratch) / (float)cols + eps);
   if (has_rstd && lid == 0) AT(float, rstd)[r] = inv;
   const __global T* src = has_res ? (const __global T*)ro : x;
-  const long ss_stride = has_res ? ros : xs;
-  for (long i = lid; i < cols; i += WG) {
-    st(out, r * os + i, ld(src, r * ss_stride + i) * inv * ld(w, i));
+  const long src_stride = has_res ? ros : xs;
+  for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+    st4(out, r * os + i, ld4(src, r * src_stride + i) * inv * ld4(w, i));
+  }
+  for (long i = vcols + lid; i < cols; i += WG) {
+    st(out, r * os + i, ld(src, r * src_stride + i) * inv * ld(w, i));
   }
 }
 
-/* global (cols rounded up, rows). */
+/* global (ceil(cols / 4) rounded up, rows): 4 elements per work-item. */
 __kernel void kp_silu(long cols, BUF(x), long xs, BUF(out), long os, int gated) {
-  const long i = get_global_id(0), r = get_global_id(1);
+  const long i = 4 * get_global_id(0), r = get_global_id(1);
   if (i >= cols) return;
   const __global T* x = AT(T, x);
-  const float v = ld(x, r * xs + i);
-  float s = v / (1.0f + exp(-v));
-  if (gated) s *= ld(x, r * xs + cols + i);
-  st(AT(T, out), r * os + i, s);
+  __global T* out = AT(T, out);
+  if (((cols | xs | os) & 3) == 0) {
+    const float4 v = ld4(x, r * xs + i);
+    float4 s = v / (1.0f + exp(-v));
+    if (gated) s *= ld4(x, r * xs + cols + i);
+    st4(out, r * os + i, s);
+    return;
+  }
+  for (long j = i; j < min(i + 4, cols); ++j) {
+    const float v = ld(x, r * xs + j);
+    float s = v / (1.0f + exp(-v));
+    if (gated) s *= ld(x, r * xs + cols + j);
+    st(out, r * os + j, s);
+  }
 }
 
 /* global (head_dim / 2, heads, batch * seq). */
@@ -129,7 +176,7 @@ __kernel void kp_rope(long seq, long head_dim, BUF(x), long xs0, long xs1, long 
   st(out, ob + i2, x1 * sv + x2 * c);
 }
 
-/* One work-group per row. */
+/* One work-group per row: an online max/sum pass, then the write pass. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
   __local float scratch[WG];
@@ -137,14 +184,26 @@ void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
   const int lid = get_local_id(0);
   const __global T* x = AT(T, x);
   __global T* out = AT(T, out);
-  float m = -INFINITY;
-  for (long i = lid; i < cols; i += WG) m = fmax(m, ld(x, r * xs + i));
-  m = wg_max(m, scratch);
-  if (isinf(m) && m < 0.0f) m = 0.0f;  /* all -inf: 0/0 = nan, like torch */
-  float s = 0.0f;
-  for (long i = lid; i < cols; i += WG) s += exp(ld(x, r * xs + i) - m);
-  const float inv = 1.0f / wg_sum(s, scratch);
-  for (long i = lid; i < cols; i += WG) st(out, r * os + i, exp(ld(x, r * xs + i) - m) * inv);
+  const long vcols = ((cols | xs | os) & 3) == 0 ? cols : 0;
+  float m = -INFINITY, s = 0.0f;  /* this work-item's running max and sum of exp(v - m) */
+  for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+    const float4 v = ld4(x, r * xs + i);
+    const float m_new = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
+    if (m_new != -INFINITY) s = s * exp(m - m_new) + sum4(exp(v - m_new));
+    m = m_new;
+  }
+  for (long i = vcols + lid; i < cols; i += WG) {
+    const float v = ld(x, r * xs + i);
+    const float m_new = fmax(m, v);
+    if (m_new != -INFINITY) s = s * exp(m - m_new) + exp(v - m_new);
+    m = m_new;
+  }
+  float row_max = wg_max(m, scratch);
+  if (isinf(row_max) && row_max < 0.0f) row_max = 0.0f;  /* all -inf: 0/0 = nan, like torch */
+  const float mine = (m == -INFINITY) ? 0.0f : s * exp(m - row_max);
+  const float inv = 1.0f / wg_sum(mine, scratch);
+  for (long i = 4 * lid; i < vcols; i += 4 * WG) st4(out, r * os + i, exp(ld4(x, r * xs + i) - row_max) * inv);
+  for (long i = vcols + lid; i < cols; i += WG) st(out, r * os + i, exp(ld(x, r * xs + i) - row_max) * inv);
 }
 
 /* Attention of one query row against keys [0, len) of one kv head, online
@@ -165,7 +224,11 @@ inline void attend_row(long len, long d, float scale, const __global T* q, long 
     if (j < len) {
       score = 0.0f;
       const long kj = ko + j * kstride;
-      for (long c = 0; c < d; ++c) score += qv[c] * ld(k, kj + c);
+      long c = 0;
+      if (((kj | d) & 3) == 0) {
+        for (; c < d; c += 4) score += dot(vload4(0, qv + c), ld4(k, kj + c));
+      }
+      for (; c < d; ++c) score += qv[c] * ld(k, kj + c);
     }
     const float m_new = fmax(m, wg_max(score, scratch));
     const float correction = (isinf(m) && m < 0.0f) ? 0.0f : exp(m - m_new);
@@ -223,7 +286,9 @@ void kp_matmul_vec(long k, BUF(w), long ws, BUF(x), BUF(out)) {
   const __global T* w = AT(T, w);
   const __global T* x = AT(T, x);
   float s = 0.0f;
-  for (long i = lid; i < k; i += WG) s += ld(w, n * ws + i) * ld(x, i);
+  const long vk = ((k | ws) & 3) == 0 ? k : 0;
+  for (long i = 4 * lid; i < vk; i += 4 * WG) s += dot(ld4(w, n * ws + i), ld4(x, i));
+  for (long i = vk + lid; i < k; i += WG) s += ld(w, n * ws + i) * ld(x, i);
   s = wg_sum(s, scratch);
   if (lid == 0) st(AT(T, out), n, s);
 }

@@ -171,7 +171,8 @@ kpdrError_t silu(const kpdrSiluArgs* a, kpdrStream_t stream) {
     KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_row_stride);
     l.i32(a->gated);
     KP_TRY(l.fetch_work_group());
-    const size_t global[2] = {round_up(static_cast<size_t>(a->cols), l.wg()), static_cast<size_t>(a->rows)};
+    const size_t quads = (static_cast<size_t>(a->cols) + 3) / 4;  // 4 elements per work-item
+    const size_t global[2] = {round_up(quads, l.wg()), static_cast<size_t>(a->rows)};
     const size_t local[2] = {l.wg(), 1};
     return l.run("kp_silu", 2, global, local);
   });
