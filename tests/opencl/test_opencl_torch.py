@@ -66,21 +66,32 @@ def test_the_kernel_table_matches_the_cpu_in_every_dtype_without_falling_back():
                         torch.testing.assert_close(g.cpu(), w, **tol[dt])
                 else:
                     torch.testing.assert_close(got.cpu(), want, **tol[dt])
-            x = torch.randn(5, 300, dtype=dt); r = torch.randn(5, 300, dtype=dt); w = torch.randn(300, dtype=dt)
-            same(ops.rms_norm, x, w, 1e-6)
-            same(ops.fused_add_rms_norm, x, r, w, 1e-6)
-            same(ops.silu, x)
+            # widths divisible by 4 take the vector paths, the others the scalar ones
+            for cols in (300, 301):
+                x = torch.randn(5, cols, dtype=dt); r = torch.randn(5, cols, dtype=dt); w = torch.randn(cols, dtype=dt)
+                same(ops.rms_norm, x, w, 1e-6)
+                same(ops.fused_add_rms_norm, x, r, w, 1e-6)
+                same(ops.silu, x)
+                same(ops.softmax, x * 4)
+            same(ops.softmax, torch.randn(3, 9000, dtype=dt))  # longer than a row kept in registers
             same(ops.silu_and_mul, torch.randn(7, 2 * 130, dtype=dt))
-            same(ops.softmax, x * 4)
             q = torch.randn(2, 5, 4, 64, dtype=dt)
             cos, sin = torch.randn(5, 32, dtype=dt), torch.randn(5, 32, dtype=dt)
             same(ops.apply_rope, q, cos, sin, False)
             same(ops.apply_rope, q, cos, sin, True)
             same(ops.apply_rope, q, cos.float(), sin.float(), False)
+            q12, c6, s6 = torch.randn(2, 3, 2, 12, dtype=dt), torch.randn(3, 6, dtype=dt), torch.randn(3, 6, dtype=dt)
+            same(ops.apply_rope, q12, c6, s6, False)
+            same(ops.apply_rope, q12, c6, s6, True)
             qd = torch.randn(3, 8, 64, dtype=dt)
             kc, vc = torch.randn(3, 2, 300, 64, dtype=dt), torch.randn(3, 2, 300, 64, dtype=dt)
             same(ops.decode_attention, qd, kc, vc, None, None)
             same(ops.decode_attention, qd, kc, vc, torch.tensor([1, 150, 300]), None)
+            # few heads, long cache: split over the cache and merged
+            same(ops.decode_attention, torch.randn(1, 2, 64, dtype=dt), torch.randn(1, 1, 1000, 64, dtype=dt),
+                 torch.randn(1, 1, 1000, 64, dtype=dt), torch.tensor([777]), None)
+            same(ops.decode_attention, torch.randn(2, 2, 30, dtype=dt), torch.randn(2, 2, 40, 30, dtype=dt),
+                 torch.randn(2, 2, 40, 30, dtype=dt), None, None)
             qp = torch.randn(2, 4, 37, 64, dtype=dt)
             kp_, vp = torch.randn(2, 2, 45, 64, dtype=dt), torch.randn(2, 2, 45, 64, dtype=dt)
             same(ops.prefill_attention, qp, kp_, vp, True, None)

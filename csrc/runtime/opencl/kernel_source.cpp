@@ -62,6 +62,12 @@ inline float ld_any(const __global uchar* p, long i, int dtype) {
   return as_float(((uint)((const __global ushort*)p)[i]) << 16);
 }
 
+inline float4 ld_any4(const __global uchar* p, long i, int dtype) {
+  if (dtype == 0) return vload4((size_t)(i >> 2), (const __global float*)p);
+  if (dtype == 1) return vload_half4((size_t)(i >> 2), (const __global half*)p);
+  return as_float4(convert_uint4(vload4((size_t)(i >> 2), (const __global ushort*)p)) << 16);
+}
+
 inline float wg_sum(float v, __local float* scratch) {
   const int lid = get_local_id(0);
   scratch[lid] = v;
@@ -157,26 +163,51 @@ __kernel void kp_silu(long cols, BUF(x), long xs, BUF(out), long os, int gated) 
   }
 }
 
-/* global (head_dim / 2, heads, batch * seq). */
+/* global (ceil(head_dim / 8), heads, batch * seq): 4 rotation pairs per work-item. */
 __kernel void kp_rope(long seq, long head_dim, BUF(x), long xs0, long xs1, long xs2, BUF(out),
                       long os0, long os1, long os2, BUF(cs), BUF(sn), int cs_dtype, long csb,
                       long css, int interleaved, int inverse) {
-  const long i = get_global_id(0), h = get_global_id(1), p = get_global_id(2);
+  const long i = 4 * get_global_id(0), h = get_global_id(1), p = get_global_id(2);
   const long half_dim = head_dim / 2;
+  if (i >= half_dim) return;
   const long b = p / seq, s = p % seq;
   const long ci = b * csb + s * css + i;
-  const float c = ld_any(cs_b + cs_o, ci, cs_dtype);
-  const float sv = (inverse ? -1.0f : 1.0f) * ld_any(sn_b + sn_o, ci, cs_dtype);
-  const long i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half_dim;
+  const float sign = inverse ? -1.0f : 1.0f;
   const __global T* x = AT(T, x);
   __global T* out = AT(T, out);
   const long xb = b * xs0 + s * xs1 + h * xs2, ob = b * os0 + s * os1 + h * os2;
-  const float x1 = ld(x, xb + i1), x2 = ld(x, xb + i2);
-  st(out, ob + i1, x1 * c - x2 * sv);
-  st(out, ob + i2, x1 * sv + x2 * c);
+  if (((half_dim | xb | ob | ci) & 3) == 0) {
+    const float4 c = ld_any4(cs_b + cs_o, ci, cs_dtype);
+    const float4 sv = sign * ld_any4(sn_b + sn_o, ci, cs_dtype);
+    if (interleaved) {
+      const float4 v0 = ld4(x, xb + 2 * i), v1 = ld4(x, xb + 2 * i + 4);
+      const float4 e = (float4)(v0.x, v0.z, v1.x, v1.z), o = (float4)(v0.y, v0.w, v1.y, v1.w);
+      const float4 re = e * c - o * sv, ro = e * sv + o * c;
+      st4(out, ob + 2 * i, (float4)(re.x, ro.x, re.y, ro.y));
+      st4(out, ob + 2 * i + 4, (float4)(re.z, ro.z, re.w, ro.w));
+    } else {
+      const float4 x1 = ld4(x, xb + i), x2 = ld4(x, xb + half_dim + i);
+      st4(out, ob + i, x1 * c - x2 * sv);
+      st4(out, ob + half_dim + i, x1 * sv + x2 * c);
+    }
+    return;
+  }
+  for (long k = i; k < min(i + 4, half_dim); ++k) {
+    const long cj = ci + (k - i);
+    const float c = ld_any(cs_b + cs_o, cj, cs_dtype);
+    const float sv = sign * ld_any(sn_b + sn_o, cj, cs_dtype);
+    const long i1 = interleaved ? 2 * k : k, i2 = interleaved ? 2 * k + 1 : k + half_dim;
+    const float x1 = ld(x, xb + i1), x2 = ld(x, xb + i2);
+    st(out, ob + i1, x1 * c - x2 * sv);
+    st(out, ob + i2, x1 * sv + x2 * c);
+  }
 }
 
-/* One work-group per row: an online max/sum pass, then the write pass. */
+/* One work-group per row. Rows of up to 4 * WG * KP_ROW_VECS elements are
+ * read once and kept in registers; longer ones are read twice (an online
+ * max/sum pass, then the write pass). Every barrier (wg_max, wg_sum) is
+ * reached by all work-items outside any branch, as OpenCL (and PoCL) need. */
+#define KP_ROW_VECS 8
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
   __local float scratch[WG];
@@ -185,79 +216,178 @@ void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
   const __global T* x = AT(T, x);
   __global T* out = AT(T, out);
   const long vcols = ((cols | xs | os) & 3) == 0 ? cols : 0;
-  float m = -INFINITY, s = 0.0f;  /* this work-item's running max and sum of exp(v - m) */
-  for (long i = 4 * lid; i < vcols; i += 4 * WG) {
-    const float4 v = ld4(x, r * xs + i);
-    const float m_new = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
-    if (m_new != -INFINITY) s = s * exp(m - m_new) + sum4(exp(v - m_new));
-    m = m_new;
-  }
-  for (long i = vcols + lid; i < cols; i += WG) {
-    const float v = ld(x, r * xs + i);
-    const float m_new = fmax(m, v);
-    if (m_new != -INFINITY) s = s * exp(m - m_new) + exp(v - m_new);
-    m = m_new;
+  const bool in_registers = vcols > 0 && vcols <= 4 * WG * KP_ROW_VECS;
+  float4 row[KP_ROW_VECS];
+  float m = -INFINITY, s = 0.0f;  /* this work-item's max and (streamed) sum of exp(v - m) */
+  if (in_registers) {
+    #pragma unroll
+    for (int k = 0; k < KP_ROW_VECS; ++k) {
+      const long i = 4 * (lid + (long)k * WG);
+      row[k] = i < vcols ? ld4(x, r * xs + i) : (float4)(-INFINITY);
+      m = fmax(m, fmax(fmax(row[k].x, row[k].y), fmax(row[k].z, row[k].w)));
+    }
+  } else {
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+      const float4 v = ld4(x, r * xs + i);
+      const float m_new = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
+      if (m_new != -INFINITY) s = s * exp(m - m_new) + sum4(exp(v - m_new));
+      m = m_new;
+    }
+    for (long i = vcols + lid; i < cols; i += WG) {
+      const float v = ld(x, r * xs + i);
+      const float m_new = fmax(m, v);
+      if (m_new != -INFINITY) s = s * exp(m - m_new) + exp(v - m_new);
+      m = m_new;
+    }
   }
   float row_max = wg_max(m, scratch);
   if (isinf(row_max) && row_max < 0.0f) row_max = 0.0f;  /* all -inf: 0/0 = nan, like torch */
-  const float mine = (m == -INFINITY) ? 0.0f : s * exp(m - row_max);
+  float mine = 0.0f;
+  if (in_registers) {
+    #pragma unroll
+    for (int k = 0; k < KP_ROW_VECS; ++k) {
+      row[k] = exp(row[k] - row_max);
+      mine += sum4(row[k]);
+    }
+  } else if (m != -INFINITY) {
+    mine = s * exp(m - row_max);
+  }
   const float inv = 1.0f / wg_sum(mine, scratch);
-  for (long i = 4 * lid; i < vcols; i += 4 * WG) st4(out, r * os + i, exp(ld4(x, r * xs + i) - row_max) * inv);
-  for (long i = vcols + lid; i < cols; i += WG) st(out, r * os + i, exp(ld(x, r * xs + i) - row_max) * inv);
+  if (in_registers) {
+    #pragma unroll
+    for (int k = 0; k < KP_ROW_VECS; ++k) {
+      const long i = 4 * (lid + (long)k * WG);
+      if (i < vcols) st4(out, r * os + i, row[k] * inv);
+    }
+  } else {
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) st4(out, r * os + i, exp(ld4(x, r * xs + i) - row_max) * inv);
+    for (long i = vcols + lid; i < cols; i += WG) st(out, r * os + i, exp(ld(x, r * xs + i) - row_max) * inv);
+  }
 }
 
-/* Attention of one query row against keys [0, len) of one kv head, online
- * softmax over blocks of WG keys: each work-item scores one key of a block,
- * then work-item c accumulates output dimension c. Needs head_dim <= WG.
- * Offsets are element indices into the base pointers. */
-inline void attend_row(long len, long d, float scale, const __global T* q, long qo,
-                       const __global T* k, long ko, long kstride,
-                       const __global T* v, long vo, long vstride, __global T* out, long oo,
-                       __local float* qv, __local float* p, __local float* scratch) {
+/* Attention of one query row against keys [j_begin, j_end) of one kv head,
+ * online softmax over blocks of WG keys: each work-item scores one key of a
+ * block; then the block's values are summed with float4 lanes over head_dim
+ * and WG / (head_dim / 4) key groups (or one work-item per dimension when
+ * head_dim or the strides are not multiples of 4). Needs head_dim <= WG.
+ * part == 0: writes the normalised row to out[oo..]. Otherwise writes the
+ * unnormalised partial result (m, l, acc[head_dim]) to part[po..], for
+ * kp_attention_combine. Offsets are element indices into the base pointers. */
+inline void attend(long j_begin, long j_end, long d, float scale, const __global T* q, long qo,
+                   const __global T* k, long ko, long kstride, const __global T* v, long vo,
+                   long vstride, __global T* out, long oo, __global float* part, long po,
+                   __local float* qv, __local float* p, __local float* scratch,
+                   __local float* lanes) {
   const int lid = get_local_id(0);
   for (long c = lid; c < d; c += WG) qv[c] = ld(q, qo + c) * scale;
   barrier(CLK_LOCAL_MEM_FENCE);
+  const bool vec = ((d | ko | kstride | vo | vstride) & 3) == 0;
+  const long d4 = d / 4, groups = vec ? WG / d4 : 1;
+  const long lane = vec ? lid % d4 : lid, group = vec ? lid / d4 : 0;
+  const bool active = vec ? group < groups : lid < d;
   float m = -INFINITY, l = 0.0f, acc = 0.0f;
-  for (long j0 = 0; j0 < len; j0 += WG) {
+  float4 acc4 = (float4)(0.0f);
+  for (long j0 = j_begin; j0 < j_end; j0 += WG) {
     const long j = j0 + lid;
     float score = -INFINITY;
-    if (j < len) {
+    if (j < j_end) {
       score = 0.0f;
       const long kj = ko + j * kstride;
       long c = 0;
-      if (((kj | d) & 3) == 0) {
+      if (vec) {
         for (; c < d; c += 4) score += dot(vload4(0, qv + c), ld4(k, kj + c));
       }
       for (; c < d; ++c) score += qv[c] * ld(k, kj + c);
     }
     const float m_new = fmax(m, wg_max(score, scratch));
     const float correction = (isinf(m) && m < 0.0f) ? 0.0f : exp(m - m_new);
-    const float e = j < len ? exp(score - m_new) : 0.0f;
+    const float e = j < j_end ? exp(score - m_new) : 0.0f;
     p[lid] = e;
     l = l * correction + wg_sum(e, scratch);  /* its barriers also publish p */
-    const long n = min((long)WG, len - j0);
-    if (lid < d) {
-      acc *= correction;
-      for (long jj = 0; jj < n; ++jj) acc += p[jj] * ld(v, vo + (j0 + jj) * vstride + lid);
+    const long n = min((long)WG, j_end - j0);
+    if (active) {
+      if (vec) {
+        acc4 *= correction;
+        for (long jj = group; jj < n; jj += groups) acc4 += p[jj] * ld4(v, vo + (j0 + jj) * vstride + 4 * lane);
+      } else {
+        acc *= correction;
+        for (long jj = 0; jj < n; ++jj) acc += p[jj] * ld(v, vo + (j0 + jj) * vstride + lane);
+      }
     }
     m = m_new;
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lid < d) st(out, oo + lid, l > 0.0f ? acc / l : 0.0f);
+  /* Sum the key groups' lanes. The barrier is outside any branch: PoCL (and
+   * the OpenCL spec) need every work-item to reach the same barriers. */
+  vstore4(acc4, lid, lanes);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (vec) {
+    if (lid < d4) {
+      float4 total = (float4)(0.0f);
+      for (long g = 0; g < groups; ++g) total += vload4(g * d4 + lid, lanes);
+      if (part == 0) {
+        const float4 o = l > 0.0f ? total / l : (float4)(0.0f);
+        if ((oo & 3) == 0) {
+          st4(out, oo + 4 * lid, o);
+        } else {
+          st(out, oo + 4 * lid, o.x); st(out, oo + 4 * lid + 1, o.y);
+          st(out, oo + 4 * lid + 2, o.z); st(out, oo + 4 * lid + 3, o.w);
+        }
+      } else {
+        vstore4(total, 0, part + po + 2 + 4 * lid);
+      }
+    }
+  } else if (active) {
+    if (part == 0) st(out, oo + lane, l > 0.0f ? acc / l : 0.0f);
+    else part[po + 2 + lane] = acc;
+  }
+  if (part != 0 && lid == 0) {
+    part[po] = m;
+    part[po + 1] = l;
+  }
 }
 
-/* One work-group per (batch, head). */
+/* Work-groups (batch * heads, splits): split s covers cache positions
+ * [s * chunk, (s + 1) * chunk). With one split the output is written
+ * directly; otherwise partial results go to part for kp_attention_combine. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0,
                          long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
                          long vs1, long vs2, BUF(lengths), int has_lengths, BUF(out), long os0,
-                         long os1, float scale) {
+                         long os1, float scale, BUF(part), long splits, long chunk) {
   __local float qv[WG], p[WG], scratch[WG];
-  const long g = get_group_id(0);
+  __local float lanes[4 * WG];
+  const long g = get_group_id(0), split = get_group_id(1);
   const long b = g / heads, h = g % heads, kvh = h / (heads / kv_heads);
   const long len = has_lengths ? AT(long, lengths)[b] : cache_len;
-  attend_row(len, d, scale, AT(T, q), b * qs0 + h * qs1, AT(T, k), b * ks0 + kvh * ks1, ks2,
-             AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1, qv, p, scratch);
+  const long j_begin = split * chunk, j_end = min(len, j_begin + chunk);
+  attend(j_begin, j_end, d, scale, AT(T, q), b * qs0 + h * qs1, AT(T, k), b * ks0 + kvh * ks1, ks2,
+         AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1,
+         splits > 1 ? AT(float, part) : (__global float*)0, (g * splits + split) * (d + 2), qv, p,
+         scratch, lanes);
+}
+
+/* One work-group per (batch, head): merges the splits' partial results. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), long os0, long os1) {
+  const long g = get_group_id(0);
+  const long b = g / heads, h = g % heads;
+  const __global float* part = AT(float, part) + g * splits * (d + 2);
+  float m = -INFINITY;
+  for (long s = 0; s < splits; ++s) m = fmax(m, part[s * (d + 2)]);
+  float l = 0.0f;
+  for (long s = 0; s < splits; ++s) {
+    const float ms = part[s * (d + 2)];
+    if (!(isinf(ms) && ms < 0.0f)) l += part[s * (d + 2) + 1] * exp(ms - m);
+  }
+  for (long c = get_local_id(0); c < d; c += WG) {
+    float o = 0.0f;
+    for (long s = 0; s < splits; ++s) {
+      const float ms = part[s * (d + 2)];
+      if (!(isinf(ms) && ms < 0.0f)) o += part[s * (d + 2) + 2 + c] * exp(ms - m);
+    }
+    st(AT(T, out), b * os0 + h * os1 + c, l > 0.0f ? o / l : 0.0f);
+  }
 }
 
 /* One work-group per (batch, head, query position). */
@@ -267,14 +397,15 @@ void kp_prefill_attention(long heads, long kv_heads, long seq_q, long seq_kv, lo
                           BUF(v), long vs0, long vs1, long vs2, BUF(out), long os0, long os1,
                           long os2, float scale, int causal) {
   __local float qv[WG], p[WG], scratch[WG];
+  __local float lanes[4 * WG];
   const long g = get_group_id(0);
   const long i = g % seq_q, bh = g / seq_q;
   const long b = bh / heads, h = bh % heads, kvh = h / (heads / kv_heads);
   /* bottom-right aligned causal mask: key j is visible when j <= i + (seq_kv - seq_q) */
   const long len = causal ? clamp(i + (seq_kv - seq_q) + 1, 0L, seq_kv) : seq_kv;
-  attend_row(len, d, scale, AT(T, q), b * qs0 + h * qs1 + i * qs2, AT(T, k), b * ks0 + kvh * ks1,
-             ks2, AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1 + i * os2,
-             qv, p, scratch);
+  attend(0, len, d, scale, AT(T, q), b * qs0 + h * qs1 + i * qs2, AT(T, k), b * ks0 + kvh * ks1,
+         ks2, AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1 + i * os2,
+         (__global float*)0, 0, qv, p, scratch, lanes);
 }
 
 /* One work-group per output row. */

@@ -2,6 +2,7 @@
 // pointers of its descriptor to (cl_mem, byte offset) pairs, sets the
 // kernel's arguments and enqueues it on the stream's command queue, in order
 // with the stream's copies.
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -61,6 +62,25 @@ class Launch {
     add_mem(range.allocation->mem, range.offset);
     holders_.push_back(range.allocation);
     return KPDR_SUCCESS;
+  }
+  // A buffer of the runtime's own (scratch), passed as (cl_mem, offset 0).
+  void mem(kpdr_opencl::cl_mem m) { add_mem(m, 0); }
+  // A scratch buffer for this launch; released when the Launch goes, which
+  // OpenCL defers until the kernels using it have run.
+  kpdrError_t scratch(size_t bytes, kpdr_opencl::cl_mem* out) {
+    cl_int status = CL_SUCCESS;
+    *out = runtime_->cl().CreateBuffer(runtime_->context(), kpdr_opencl::CL_MEM_READ_WRITE, bytes, nullptr, &status);
+    if (*out == nullptr || status != CL_SUCCESS) {
+      return fail(KPDR_ERROR_OUT_OF_MEMORY, std::string(api_) + ": a scratch buffer of " +
+                                                kpdr_opencl::bytes_text(bytes) + " failed (" +
+                                                kpdr_opencl::cl_error_name(status) + ")");
+    }
+    scratch_.push_back(*out);
+    return KPDR_SUCCESS;
+  }
+  int compute_units() const { return runtime_->device(stream_->device()).compute_units; }
+  ~Launch() {
+    for (auto m : scratch_) runtime_->cl().ReleaseMemObject(m);
   }
   void i64(int64_t v) { add(&v, sizeof(v)); }
   void i32(int32_t v) { add(&v, sizeof(v)); }
@@ -122,6 +142,7 @@ class Launch {
   kpdrDtype dtype_ = KPDR_DTYPE_FLOAT32;
   std::vector<Arg> args_;
   std::vector<std::shared_ptr<kpdr_opencl::Allocation>> holders_;  // alive until enqueued
+  std::vector<kpdr_opencl::cl_mem> scratch_;
   size_t wg_ = 0;
 };
 
@@ -194,7 +215,7 @@ kpdrError_t rope(const kpdrRopeArgs* a, kpdrStream_t stream) {
     l.i32(a->cs_dtype);
     l.i64(a->cs_batch_stride); l.i64(a->cs_seq_stride);
     l.i32(a->interleaved); l.i32(a->inverse);
-    const size_t global[3] = {static_cast<size_t>(a->head_dim / 2), static_cast<size_t>(a->heads),
+    const size_t global[3] = {static_cast<size_t>((a->head_dim / 2 + 3) / 4), static_cast<size_t>(a->heads),
                               static_cast<size_t>(a->batch * a->seq)};
     return l.run("kp_rope", 3, global, nullptr);
   });
@@ -224,6 +245,17 @@ kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* a, kpdrStream_t stre
       return fail(KPDR_ERROR_NOT_SUPPORTED, "decode_attention: head_dim " + std::to_string(a->head_dim) +
                                                 " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
     }
+    // Split the cache (flash decoding) until there are about four work-groups
+    // per compute unit, in chunks of at least 256 positions; a second kernel
+    // merges the splits.
+    const int64_t rows = a->batch * a->heads;
+    if (rows == 0) return KPDR_SUCCESS;
+    const int64_t target = 4 * static_cast<int64_t>(l.compute_units());
+    int64_t splits = std::max<int64_t>(1, std::min<int64_t>((target + rows - 1) / rows, (a->cache_len + 255) / 256));
+    const int64_t chunk = (a->cache_len + splits - 1) / splits;
+    splits = (a->cache_len + chunk - 1) / chunk;
+    kpdr_opencl::cl_mem part = nullptr;
+    if (splits > 1) KP_TRY(l.scratch(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
     l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
     KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]);
     KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
@@ -231,8 +263,19 @@ kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* a, kpdrStream_t stre
     KP_TRY(l.tensor(a->lengths, "lengths", true)); l.i32(a->lengths != nullptr ? 1 : 0);
     KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_stride[0]); l.i64(a->out_stride[1]);
     l.f32(a->scale);
-    const size_t global = static_cast<size_t>(a->batch * a->heads) * l.wg(), local = l.wg();
-    return l.run("kp_decode_attention", 1, &global, &local);
+    if (part != nullptr) l.mem(part); else KP_TRY(l.tensor(a->out, "out"));  // unused with one split
+    l.i64(splits); l.i64(chunk);
+    const size_t global[2] = {static_cast<size_t>(rows) * l.wg(), static_cast<size_t>(splits)};
+    const size_t local[2] = {l.wg(), 1};
+    KP_TRY(l.run("kp_decode_attention", 2, global, local));
+    if (splits == 1) return KPDR_SUCCESS;
+    Launch combine("decode_attention");
+    KP_TRY(combine.begin(stream, a->dtype));
+    combine.i64(a->heads); combine.i64(a->head_dim); combine.i64(splits);
+    combine.mem(part);
+    KP_TRY(combine.tensor(a->out, "out")); combine.i64(a->out_stride[0]); combine.i64(a->out_stride[1]);
+    const size_t combine_global = static_cast<size_t>(rows) * l.wg(), combine_local = l.wg();
+    return combine.run("kp_attention_combine", 1, &combine_global, &combine_local);
   });
 }
 
