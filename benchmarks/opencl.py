@@ -6,6 +6,9 @@ repeated launches on one stream, and compared with, in the same run,
 
 * an OpenCL device-to-device copy moving the same number of bytes (``clEnqueueCopyBuffer``
   through kpdrMemcpyAsync): goal op/copy >= 0.70;
+Each op's output is first checked against torch (on CUDA when present) at the same shape;
+a wrong result is reported and makes the exit status 1.
+
 * for 256 MiB host<->device copies from pinned memory (kpdrMallocHost), torch.cuda's pinned
   copies of the same size in the same process (when torch has CUDA): goal >= 0.80.
 
@@ -163,8 +166,14 @@ class Runtime:
             self.free(dst)
 
 
+def _ref_device():
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def kernel_cases(dtype_name, shrink=1):
-    """(name, build) pairs; build(rt) returns (launch, bytes moved, free list).
+    """(name, build) pairs; build(rt) returns (launch, bytes moved, buffers to free, output
+    address, output shape, reference) where reference() is the expected output (float32, CPU)
+    computed by torch from the same inputs.
 
     ``shrink`` divides the token/sequence dimensions (a smoke run on a CPU device)."""
     code, torch_dtype, size = DTYPES[dtype_name]
@@ -173,64 +182,104 @@ def kernel_cases(dtype_name, shrink=1):
     def rand(*shape):
         return torch.randn(*shape).to(torch_dtype)
 
+    def ref(t):  # the input as torch computes it: float32 on the reference device
+        return t.to(_ref_device()).float()
+
+    def run(rt, name):
+        return lambda args: rt.check(getattr(rt.table, name)(ctypes.addressof(args), rt.stream.value), name)
+
     def rms_norm(rt, residual):
         rows, cols = T, 4096
-        x, r, w = rt.upload(rand(rows, cols)), rt.upload(rand(rows, cols)), rt.upload(rand(cols))
+        xh, rh, wh = rand(rows, cols), rand(rows, cols), rand(cols)
+        x, r, w = rt.upload(xh), rt.upload(rh), rt.upload(wh)
         out, ro = rt.malloc(rows * cols * size), rt.malloc(rows * cols * size)
         args = RmsNormArgs(code, rows, cols, x, cols, r if residual else None, cols, w, out, cols,
                            ro if residual else None, cols, 1e-6, None)
         moved = rows * cols * size * (4 if residual else 2)
-        return lambda: rt.check(rt.table.rms_norm(ctypes.addressof(args), rt.stream.value), "rms_norm"), moved, [x, r, w, out, ro]
+
+        def expected():
+            src = (ref(xh) + ref(rh)).to(torch_dtype).float() if residual else ref(xh)
+            return src * torch.rsqrt(src.pow(2).mean(-1, keepdim=True) + 1e-6) * ref(wh)
+        return lambda: run(rt, "rms_norm")(args), moved, [x, r, w, out, ro], out, (rows, cols), expected
 
     def silu_and_mul(rt):
         rows, cols = T, 14336
-        x, out = rt.upload(rand(rows, 2 * cols)), rt.malloc(rows * cols * size)
+        xh = rand(rows, 2 * cols)
+        x, out = rt.upload(xh), rt.malloc(rows * cols * size)
         args = SiluArgs(code, rows, cols, x, 2 * cols, out, cols, 1)
-        return lambda: rt.check(rt.table.silu(ctypes.addressof(args), rt.stream.value), "silu"), rows * cols * size * 3, [x, out]
+        expected = lambda: torch.nn.functional.silu(ref(xh[:, :cols])) * ref(xh[:, cols:])
+        return lambda: run(rt, "silu")(args), rows * cols * size * 3, [x, out], out, (rows, cols), expected
 
     def rope(rt):
         b, s, h, d = 1, T, 32, 128
-        x, out = rt.upload(rand(b, s, h, d)), rt.malloc(b * s * h * d * size)
-        cos, sin = rt.upload(rand(s, d // 2)), rt.upload(rand(s, d // 2))
+        xh, ch, sh = rand(b, s, h, d), rand(s, d // 2), rand(s, d // 2)
+        x, out, cos, sin = rt.upload(xh), rt.malloc(b * s * h * d * size), rt.upload(ch), rt.upload(sh)
         st = (s * h * d, h * d, d)
         args = RopeArgs(code, code, b, s, h, d, x, (_I64 * 3)(*st), out, (_I64 * 3)(*st), cos, sin, 0, d // 2, 0, 0)
-        return lambda: rt.check(rt.table.rope(ctypes.addressof(args), rt.stream.value), "rope"), 2 * b * s * h * d * size, [x, out, cos, sin]
+
+        def expected():
+            x1, x2 = ref(xh[..., : d // 2]), ref(xh[..., d // 2:])
+            c, sn = ref(ch)[None, :, None, :], ref(sh)[None, :, None, :]
+            return torch.cat([x1 * c - x2 * sn, x1 * sn + x2 * c], -1)
+        return lambda: run(rt, "rope")(args), 2 * b * s * h * d * size, [x, out, cos, sin], out, (b, s, h, d), expected
 
     def softmax(rt):
         rows, cols = T, 4096
-        x, out = rt.upload(rand(rows, cols)), rt.malloc(rows * cols * size)
+        xh = rand(rows, cols)
+        x, out = rt.upload(xh), rt.malloc(rows * cols * size)
         args = SoftmaxArgs(code, rows, cols, x, cols, out, cols)
-        return lambda: rt.check(rt.table.softmax(ctypes.addressof(args), rt.stream.value), "softmax"), 2 * rows * cols * size, [x, out]
+        expected = lambda: torch.softmax(ref(xh), -1)
+        return lambda: run(rt, "softmax")(args), 2 * rows * cols * size, [x, out], out, (rows, cols), expected
 
     def decode(rt):
         b, h, kvh, t, d = 16, 32, 8, T, 128
-        q, out = rt.upload(rand(b, h, d)), rt.malloc(b * h * d * size)
-        k, v = rt.upload(rand(b, kvh, t, d)), rt.upload(rand(b, kvh, t, d))
+        qh, kh, vh = rand(b, h, d), rand(b, kvh, t, d), rand(b, kvh, t, d)
+        q, out, k, v = rt.upload(qh), rt.malloc(b * h * d * size), rt.upload(kh), rt.upload(vh)
         kst = (kvh * t * d, t * d, d)
         args = DecodeArgs(code, b, h, kvh, t, d, q, (_I64 * 2)(h * d, d), k, (_I64 * 3)(*kst), v, (_I64 * 3)(*kst),
                           None, out, (_I64 * 2)(h * d, d), d ** -0.5)
-        return (lambda: rt.check(rt.table.decode_attention(ctypes.addressof(args), rt.stream.value), "decode"),
-                2 * b * kvh * t * d * size, [q, out, k, v])
+
+        def expected():
+            kk, vv = ref(kh).repeat_interleave(h // kvh, 1), ref(vh).repeat_interleave(h // kvh, 1)
+            return torch.nn.functional.scaled_dot_product_attention(ref(qh)[:, :, None], kk, vv)[:, :, 0]
+        return (lambda: run(rt, "decode_attention")(args), 2 * b * kvh * t * d * size, [q, out, k, v], out, (b, h, d),
+                expected)
 
     def prefill(rt):
         b, h, kvh, s, d = 1, 32, 8, T // 2, 128
-        q, out = rt.upload(rand(b, h, s, d)), rt.malloc(b * h * s * d * size)
-        k, v = rt.upload(rand(b, kvh, s, d)), rt.upload(rand(b, kvh, s, d))
+        qh, kh, vh = rand(b, h, s, d), rand(b, kvh, s, d), rand(b, kvh, s, d)
+        q, out, k, v = rt.upload(qh), rt.malloc(b * h * s * d * size), rt.upload(kh), rt.upload(vh)
         qs, ks = (h * s * d, s * d, d), (kvh * s * d, s * d, d)
         args = PrefillArgs(code, b, h, kvh, s, s, d, q, (_I64 * 3)(*qs), k, (_I64 * 3)(*ks), v, (_I64 * 3)(*ks),
                            out, (_I64 * 3)(*qs), d ** -0.5, 1)
-        return (lambda: rt.check(rt.table.prefill_attention(ctypes.addressof(args), rt.stream.value), "prefill"),
-                (2 * b * h * s * d + 2 * b * kvh * s * d) * size, [q, out, k, v])
+
+        def expected():
+            kk, vv = ref(kh).repeat_interleave(h // kvh, 1), ref(vh).repeat_interleave(h // kvh, 1)
+            return torch.nn.functional.scaled_dot_product_attention(ref(qh), kk, vv, is_causal=True)
+        return (lambda: run(rt, "prefill_attention")(args), (2 * b * h * s * d + 2 * b * kvh * s * d) * size,
+                [q, out, k, v], out, (b, h, s, d), expected)
 
     def matmul_vec(rt):
         n, k = 14336 // shrink, 4096
-        w, x, out = rt.upload(rand(n, k)), rt.upload(rand(k)), rt.malloc(n * size)
+        wh, xh = rand(n, k), rand(k)
+        w, x, out = rt.upload(wh), rt.upload(xh), rt.malloc(n * size)
         args = MatmulVecArgs(code, n, k, w, k, x, out)
-        return lambda: rt.check(rt.table.matmul_vec(ctypes.addressof(args), rt.stream.value), "matmul_vec"), n * k * size, [w, x, out]
+        expected = lambda: ref(wh) @ ref(xh)
+        return lambda: run(rt, "matmul_vec")(args), n * k * size, [w, x, out], out, (n,), expected
 
     return [("rms_norm", lambda rt: rms_norm(rt, False)), ("fused_add_rms_norm", lambda rt: rms_norm(rt, True)),
             ("silu_and_mul", silu_and_mul), ("rope", rope), ("softmax", softmax), ("decode_attention", decode),
             ("prefill_attention", prefill), ("matmul_vec", matmul_vec)]
+
+
+def check_output(rt, out, shape, torch_dtype, expected):
+    """Largest error of the device output against torch, relative to the output's scale."""
+    result = torch.empty(shape, dtype=torch_dtype)
+    nbytes = result.numel() * result.element_size()
+    rt.check(rt.lib.kpdrMemcpyAsync(_P(result.data_ptr()), _P(out), nbytes, D2H, rt.stream), "download")
+    rt.sync()
+    want = expected().cpu()
+    return ((result.float() - want).abs().max() / want.abs().max().clamp_min(1e-6)).item()
 
 
 def pinned_copies(rt, iterations):
@@ -300,7 +349,9 @@ def main(argv=None):
     total = len(cases) + 1
     for i, (dtype_name, name, build) in enumerate(cases):
         progress(i, total, f"{name} {dtype_name}")
-        launch, moved, buffers = build(rt)
+        launch, moved, buffers, out, shape, expected = build(rt)
+        launch()
+        error = check_output(rt, out, shape, DTYPES[dtype_name][1], expected)
         op_ms = rt.time_ms(launch, iterations)
         copy_ms = rt.copy_ms(moved // 2, iterations)
         for ptr in buffers:
@@ -308,7 +359,8 @@ def main(argv=None):
         op_gbps, copy_gbps = moved / GB / (op_ms / 1e3), moved / GB / (copy_ms / 1e3)
         row = {"op": name, "dtype": dtype_name, "bytes": moved, "op_ms": round(op_ms, 4),
                "op_gbps": round(op_gbps, 1), "copy_gbps": round(copy_gbps, 1),
-               "ratio": round(op_gbps / copy_gbps, 3)}
+               "ratio": round(op_gbps / copy_gbps, 3), "max_rel_error": float(f"{error:.2e}"),
+               "correct": error <= (1e-3 if dtype_name == "fp32" else 2e-2)}
         if name == "prefill_attention":
             row["note"] = "compute bound: the bandwidth goal does not apply"
         else:
@@ -318,14 +370,17 @@ def main(argv=None):
     report["pinned_copies"] = pinned_copies(rt, 5 if args.quick else 10)
     progress(total, total, "done")
     print(f"device: {report['device']}")
-    print(f"{'op':<20}{'dtype':<6}{'op GB/s':>10}{'copy GB/s':>11}{'ratio':>8}  goal >= 0.70")
+    print(f"{'op':<20}{'dtype':<6}{'op ms':>9}{'op GB/s':>10}{'copy GB/s':>11}{'ratio':>8}{'error':>10}  goal >= 0.70")
     for row in report["kernels"]:
         verdict = row.get("note") or ("ok" if row["meets_goal"] else "MISSED")
-        print(f"{row['op']:<20}{row['dtype']:<6}{row['op_gbps']:>10.1f}{row['copy_gbps']:>11.1f}{row['ratio']:>8.2f}  {verdict}")
+        if not row["correct"]:
+            verdict = "WRONG RESULT; " + verdict
+        print(f"{row['op']:<20}{row['dtype']:<6}{row['op_ms']:>9.3f}{row['op_gbps']:>10.1f}{row['copy_gbps']:>11.1f}"
+              f"{row['ratio']:>8.2f}{row['max_rel_error']:>10.1e}  {verdict}")
     print("pinned copies:", json.dumps(report["pinned_copies"]))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
-    return 0
+    return 0 if all(row["correct"] for row in report["kernels"]) else 1
 
 
 if __name__ == "__main__":
