@@ -245,12 +245,12 @@ kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* a, kpdrStream_t stre
       return fail(KPDR_ERROR_NOT_SUPPORTED, "decode_attention: head_dim " + std::to_string(a->head_dim) +
                                                 " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
     }
-    // Split the cache (flash decoding) until there are about four work-groups
+    // Split the cache (flash decoding) until there are about eight work-groups
     // per compute unit, in chunks of at least 256 positions; a second kernel
     // merges the splits.
     const int64_t rows = a->batch * a->heads;
     if (rows == 0) return KPDR_SUCCESS;
-    const int64_t target = 4 * static_cast<int64_t>(l.compute_units());
+    const int64_t target = 8 * static_cast<int64_t>(l.compute_units());
     int64_t splits = std::max<int64_t>(1, std::min<int64_t>((target + rows - 1) / rows, (a->cache_len + 255) / 256));
     const int64_t chunk = (a->cache_len + splits - 1) / splits;
     splits = (a->cache_len + chunk - 1) / chunk;
