@@ -90,6 +90,9 @@ def test_the_kernel_table_matches_the_cpu_in_every_dtype_without_falling_back():
             # few heads, long cache: split over the cache and merged
             same(ops.decode_attention, torch.randn(1, 2, 64, dtype=dt), torch.randn(1, 1, 1000, 64, dtype=dt),
                  torch.randn(1, 1, 1000, 64, dtype=dt), torch.tensor([777]), None)
+            # 16 query heads per kv head: two work-groups of up to 8 heads each
+            same(ops.decode_attention, torch.randn(1, 32, 64, dtype=dt), torch.randn(1, 2, 300, 64, dtype=dt),
+                 torch.randn(1, 2, 300, 64, dtype=dt), None, None)
             same(ops.decode_attention, torch.randn(2, 2, 30, dtype=dt), torch.randn(2, 2, 40, 30, dtype=dt),
                  torch.randn(2, 2, 40, 30, dtype=dt), None, None)
             qp = torch.randn(2, 4, 37, 64, dtype=dt)

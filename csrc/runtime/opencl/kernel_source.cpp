@@ -163,13 +163,15 @@ __kernel void kp_silu(long cols, BUF(x), long xs, BUF(out), long os, int gated) 
   }
 }
 
-/* global (ceil(head_dim / 8), heads, batch * seq): 4 rotation pairs per work-item. */
-__kernel void kp_rope(long seq, long head_dim, BUF(x), long xs0, long xs1, long xs2, BUF(out),
-                      long os0, long os1, long os2, BUF(cs), BUF(sn), int cs_dtype, long csb,
-                      long css, int interleaved, int inverse) {
-  const long i = 4 * get_global_id(0), h = get_global_id(1), p = get_global_id(2);
-  const long half_dim = head_dim / 2;
-  if (i >= half_dim) return;
+/* 1-D over (position, head, group of 4 rotation pairs), in full work-groups:
+ * neighbouring work-items touch neighbouring bytes of a head. */
+__kernel void kp_rope(long seq, long heads, long head_dim, BUF(x), long xs0, long xs1, long xs2,
+                      BUF(out), long os0, long os1, long os2, BUF(cs), BUF(sn), int cs_dtype,
+                      long csb, long css, int interleaved, int inverse, long total) {
+  const long id = get_global_id(0);
+  if (id >= total) return;
+  const long half_dim = head_dim / 2, quads = (half_dim + 3) / 4;
+  const long i = 4 * (id % quads), h = (id / quads) % heads, p = id / (quads * heads);
   const long b = p / seq, s = p % seq;
   const long ci = b * csb + s * css + i;
   const float sign = inverse ? -1.0f : 1.0f;
@@ -365,6 +367,126 @@ void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(
          AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1,
          splits > 1 ? AT(float, part) : (__global float*)0, (g * splits + split) * (d + 2), qv, p,
          scratch, lanes);
+}
+
+/* Decode attention for grouped-query heads: one work-group per (batch, kv
+ * head, up to KP_MAXG of its query heads, split of the cache), so each key
+ * and value row is read once for all the query heads that share it. Every
+ * work-item scores one key of a block for all those heads; values are summed
+ * with float4 lanes over head_dim and WG / (head_dim / 4) key groups. Writes
+ * partial results (m, l, acc) for kp_attention_combine. Needs head_dim a
+ * multiple of 4, at most WG, and k/v strides multiples of 4 (the host falls
+ * back to kp_decode_attention otherwise). */
+#define KP_MAXG 8
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0,
+                             long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
+                             long vs1, long vs2, BUF(lengths), int has_lengths, float scale,
+                             BUF(part), long splits, long chunk, long head_chunks) {
+  __local float qv[KP_MAXG * WG], p[KP_MAXG * WG], red[KP_MAXG * WG], lanes[4 * WG];
+  const int lid = get_local_id(0);
+  const long wg = get_group_id(0), split = get_group_id(1);
+  const long hc = wg % head_chunks, bk = wg / head_chunks;
+  const long b = bk / kv_heads, kvh = bk % kv_heads;
+  const long group = heads / kv_heads;
+  const long h0 = kvh * group + hc * KP_MAXG;
+  const long G = min((long)KP_MAXG, group - hc * KP_MAXG);
+  const long len = has_lengths ? AT(long, lengths)[b] : cache_len;
+  const long j_begin = split * chunk, j_end = min(len, j_begin + chunk);
+  const __global T* q = AT(T, q);
+  const __global T* k = AT(T, k);
+  const __global T* v = AT(T, v);
+  __global float* part = AT(float, part);
+  for (int g = 0; g < KP_MAXG; ++g) {
+    for (long c = lid; c < d; c += WG) qv[g * WG + c] = g < G ? ld(q, b * qs0 + (h0 + g) * qs1 + c) * scale : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const long ko = b * ks0 + kvh * ks1, vo = b * vs0 + kvh * vs1;
+  const long d4 = d / 4, kgroups = WG / d4, lane = lid % d4, kgroup = lid / d4;
+  const bool active = kgroup < kgroups;
+  float m[KP_MAXG], l[KP_MAXG];
+  float4 acc[KP_MAXG];
+  #pragma unroll
+  for (int g = 0; g < KP_MAXG; ++g) { m[g] = -INFINITY; l[g] = 0.0f; acc[g] = (float4)(0.0f); }
+  for (long j0 = j_begin; j0 < j_end; j0 += WG) {
+    const long j = j0 + lid;
+    float score[KP_MAXG];
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) score[g] = j < j_end ? 0.0f : -INFINITY;
+    if (j < j_end) {
+      const long kj = ko + j * ks2;
+      for (long c = 0; c < d; c += 4) {
+        const float4 key = ld4(k, kj + c);
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) {
+          if (g < G) score[g] += dot(vload4(0, qv + g * WG + c), key);
+        }
+      }
+    }
+    /* the block's maximum of every head at once */
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] = score[g];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+      if (lid < s) {
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] = fmax(red[g * WG + lid], red[g * WG + lid + s]);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float correction[KP_MAXG];
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) {
+      const float m_new = fmax(m[g], red[g * WG]);
+      correction[g] = (isinf(m[g]) && m[g] < 0.0f) ? 0.0f : exp(m[g] - m_new);
+      m[g] = m_new;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  /* red[g * WG] read by all before it is overwritten */
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) {
+      const float e = (j < j_end && !(isinf(m[g]) && m[g] < 0.0f)) ? exp(score[g] - m[g]) : 0.0f;
+      p[g * WG + lid] = e;
+      red[g * WG + lid] = e;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+      if (lid < s) {
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] += red[g * WG + lid + s];
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) l[g] = l[g] * correction[g] + red[g * WG];
+    const long n = min((long)WG, j_end - j0);
+    if (active) {
+      #pragma unroll
+      for (int g = 0; g < KP_MAXG; ++g) acc[g] *= correction[g];
+      for (long jj = kgroup; jj < n; jj += kgroups) {
+        const float4 value = ld4(v, vo + (j0 + jj) * vs2 + 4 * lane);  /* read once for all heads */
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) acc[g] += p[g * WG + jj] * value;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  /* per head: sum the key groups' lanes and write the partial result */
+  #pragma unroll
+  for (int g = 0; g < KP_MAXG; ++g) {
+    vstore4(active ? acc[g] : (float4)(0.0f), lid, lanes);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (g < G && lid < d4) {
+      float4 total = (float4)(0.0f);
+      for (long kg = 0; kg < kgroups; ++kg) total += vload4(kg * d4 + lid, lanes);
+      const long po = ((b * heads + h0 + g) * splits + split) * (d + 2);
+      vstore4(total, 0, part + po + 2 + 4 * lid);
+      if (lid == 0) {
+        part[po] = m[g];
+        part[po + 1] = l[g];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
 }
 
 /* One work-group per (batch, head): merges the splits' partial results. */

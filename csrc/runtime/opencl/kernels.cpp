@@ -207,7 +207,7 @@ kpdrError_t rope(const kpdrRopeArgs* a, kpdrStream_t stream) {
     if (a->cs_dtype < KPDR_DTYPE_FLOAT32 || a->cs_dtype > KPDR_DTYPE_BFLOAT16) {
       return fail(KPDR_ERROR_INVALID_VALUE, "rope: unknown cs_dtype");
     }
-    l.i64(a->seq); l.i64(a->head_dim);
+    l.i64(a->seq); l.i64(a->heads); l.i64(a->head_dim);
     KP_TRY(l.tensor(a->x, "x")); l.i64(a->x_stride[0]); l.i64(a->x_stride[1]); l.i64(a->x_stride[2]);
     KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_stride[0]); l.i64(a->out_stride[1]); l.i64(a->out_stride[2]);
     KP_TRY(l.tensor(a->cos, "cos"));
@@ -215,9 +215,11 @@ kpdrError_t rope(const kpdrRopeArgs* a, kpdrStream_t stream) {
     l.i32(a->cs_dtype);
     l.i64(a->cs_batch_stride); l.i64(a->cs_seq_stride);
     l.i32(a->interleaved); l.i32(a->inverse);
-    const size_t global[3] = {static_cast<size_t>((a->head_dim / 2 + 3) / 4), static_cast<size_t>(a->heads),
-                              static_cast<size_t>(a->batch * a->seq)};
-    return l.run("kp_rope", 3, global, nullptr);
+    const int64_t total = a->batch * a->seq * a->heads * ((a->head_dim / 2 + 3) / 4);
+    l.i64(total);
+    KP_TRY(l.fetch_work_group());
+    const size_t global = round_up(static_cast<size_t>(total), l.wg()), local = l.wg();
+    return l.run("kp_rope", 1, &global, &local);
   });
 }
 
@@ -245,15 +247,49 @@ kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* a, kpdrStream_t stre
       return fail(KPDR_ERROR_NOT_SUPPORTED, "decode_attention: head_dim " + std::to_string(a->head_dim) +
                                                 " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
     }
+    const int64_t rows = a->batch * a->heads;
+    if (rows == 0) return KPDR_SUCCESS;
     // Split the cache (flash decoding) until there are about eight work-groups
     // per compute unit, in chunks of at least 256 positions; a second kernel
     // merges the splits.
-    const int64_t rows = a->batch * a->heads;
-    if (rows == 0) return KPDR_SUCCESS;
-    const int64_t target = 8 * static_cast<int64_t>(l.compute_units());
-    int64_t splits = std::max<int64_t>(1, std::min<int64_t>((target + rows - 1) / rows, (a->cache_len + 255) / 256));
-    const int64_t chunk = (a->cache_len + splits - 1) / splits;
-    splits = (a->cache_len + chunk - 1) / chunk;
+    auto split_cache = [&](int64_t groups, int64_t* splits, int64_t* chunk) {
+      const int64_t target = 8 * static_cast<int64_t>(l.compute_units());
+      *splits = std::max<int64_t>(1, std::min<int64_t>((target + groups - 1) / groups, (a->cache_len + 255) / 256));
+      *chunk = std::max<int64_t>(1, (a->cache_len + *splits - 1) / *splits);
+      *splits = std::max<int64_t>(1, (a->cache_len + *chunk - 1) / *chunk);
+    };
+    // Grouped-query path: one work-group serves up to 8 query heads of a kv
+    // head, reading its keys and values once (needs 4-element vector rows).
+    const bool vector_rows = a->head_dim % 4 == 0 && (a->k_stride[0] | a->k_stride[1] | a->k_stride[2]) % 4 == 0 &&
+                             (a->v_stride[0] | a->v_stride[1] | a->v_stride[2]) % 4 == 0;
+    if (vector_rows) {
+      const int64_t group = a->heads / a->kv_heads;
+      const int64_t head_chunks = (group + 7) / 8;
+      const int64_t groups = a->batch * a->kv_heads * head_chunks;
+      int64_t splits = 1, chunk = 1;
+      split_cache(groups, &splits, &chunk);
+      kpdr_opencl::cl_mem part = nullptr;
+      KP_TRY(l.scratch(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
+      l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
+      KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]);
+      KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
+      KP_TRY(l.tensor(a->v, "v")); l.i64(a->v_stride[0]); l.i64(a->v_stride[1]); l.i64(a->v_stride[2]);
+      KP_TRY(l.tensor(a->lengths, "lengths", true)); l.i32(a->lengths != nullptr ? 1 : 0);
+      l.f32(a->scale);
+      l.mem(part); l.i64(splits); l.i64(chunk); l.i64(head_chunks);
+      const size_t global[2] = {static_cast<size_t>(groups) * l.wg(), static_cast<size_t>(splits)};
+      const size_t local[2] = {l.wg(), 1};
+      KP_TRY(l.run("kp_decode_attention_gqa", 2, global, local));
+      Launch combine("decode_attention");
+      KP_TRY(combine.begin(stream, a->dtype));
+      combine.i64(a->heads); combine.i64(a->head_dim); combine.i64(splits);
+      combine.mem(part);
+      KP_TRY(combine.tensor(a->out, "out")); combine.i64(a->out_stride[0]); combine.i64(a->out_stride[1]);
+      const size_t combine_global = static_cast<size_t>(rows) * l.wg(), combine_local = l.wg();
+      return combine.run("kp_attention_combine", 1, &combine_global, &combine_local);
+    }
+    int64_t splits = 1, chunk = 1;
+    split_cache(rows, &splits, &chunk);
     kpdr_opencl::cl_mem part = nullptr;
     if (splits > 1) KP_TRY(l.scratch(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
     l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
