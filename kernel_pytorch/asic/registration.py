@@ -113,10 +113,10 @@ def register_device(force: bool = False) -> bool:
     Returns:
         True when my_asic is registered after the call.
     """
-    from kernel_pytorch import _C, asic
+    from kernel_pytorch import _C, _env, asic
 
     if not force:
-        setting = os.environ.get("MY_ASIC_ENABLE", "")
+        setting = _env.getenv("MY_ASIC_ENABLE", "")
         if setting == "0":
             return False
         if setting != "1":
@@ -149,9 +149,10 @@ def register_device(force: bool = False) -> bool:
     from kernel_pytorch.asic._exit import register_exit_hook
 
     register_exit_hook()
+    _env.warn_old_names()  # the runtime reads its MY_ASIC_* settings itself, at first use
     if not _C._runtime_library():
         # The default runtime (MY_ASIC_RUNTIME: a short name such as "opencl", a file
         # name or a path); register_custom_device or select_runtime may still replace it.
-        _C._set_runtime(runtime_library(os.environ.get("MY_ASIC_RUNTIME", "")),
-                        os.environ.get("MY_ASIC_RUNTIME_OPTIONS", ""))
+        _C._set_runtime(runtime_library(_env.getenv("MY_ASIC_RUNTIME", "")),
+                        _env.getenv("MY_ASIC_RUNTIME_OPTIONS", ""))
     return True
