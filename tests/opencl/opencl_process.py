@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, opencl_platform_problem
+from opencl_support import REPO_ROOT, opencl_platform_problem
 
 TIMEOUT_S = 600
 

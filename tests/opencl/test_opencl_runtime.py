@@ -24,7 +24,7 @@ from kpdr_ctypes import (
     SUCCESS,
 )
 
-from conftest import REPO_ROOT
+from opencl_support import REPO_ROOT
 
 
 def test_devices_are_the_platforms_opencl_devices_named_with_their_real_name(opencl):
