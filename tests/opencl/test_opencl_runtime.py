@@ -295,3 +295,27 @@ def test_library_exports_exactly_the_kpdr_functions(opencl_library_path):
                              text=True, check=True).stdout
     exported = {line.split()[-1] for line in symbols.splitlines() if " T " in line}
     assert exported == set(header_function_names()) | {"kpdrGetKernels"}
+
+
+def test_a_forked_child_gets_not_initialized_instead_of_a_broken_driver(opencl_library_path, tmp_path):
+    script = textwrap.dedent(f"""
+        import os, sys, ctypes
+        sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'runtime')!r})
+        from kpdr_ctypes import KpdrLibrary
+        runtime = KpdrLibrary({str(opencl_library_path)!r})
+        assert runtime.kpdrInit(b"cache_dir=off") == 0, runtime.last_error_message()
+        pid = os.fork()
+        if pid == 0:
+            count = ctypes.c_int()
+            code = runtime.kpdrGetDeviceCount(ctypes.byref(count))
+            os._exit(0 if code == 5 and "forked child" in runtime.last_error_message() else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+        count = ctypes.c_int()
+        print(runtime.kpdrGetDeviceCount(ctypes.byref(count)))
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MY_ASIC_OPENCL_")}
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0"]  # the child was refused cleanly; the parent still works
