@@ -8,6 +8,7 @@ fails that one test, loudly.
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -37,6 +38,9 @@ def run_on_opencl_process(code, options="", env=None, cwd=None):
     # The platform picked by default (GPUs first) unless the caller filters.
     environment["MY_ASIC_RUNTIME_OPTIONS"] = options
     environment["MY_ASIC_ENABLE"] = "1"
+    # Compiled kernels are shared by the test processes (PoCL compiles slowly), not
+    # written to the user's ~/.cache.
+    environment["MY_ASIC_OPENCL_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), "kernel_pytorch-opencl-tests")
     environment.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environment,
                           cwd=cwd or "/", capture_output=True, text=True, timeout=TIMEOUT_S)
