@@ -111,6 +111,7 @@ class Launch {
   }
 
   size_t wg() const { return wg_; }
+  // The work-group size the device's programs were built with (every program has kp_silu).
   kpdrError_t fetch_work_group() {
     kpdr_opencl::Kernel* kernel = nullptr;
     if (kpdrError_t error = runtime_->kernels().get(stream_->device(), dtype_, "kp_silu", &kernel)) return error;
