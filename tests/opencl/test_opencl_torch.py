@@ -190,3 +190,33 @@ def test_register_custom_device_finds_the_opencl_runtime_by_file_name():
         assert torch.equal(torch.arange(5, device="my_asic").cpu(), torch.arange(5))
     """, env={"MY_ASIC_RUNTIME": ""})
     assert out.split()[0] == "Chip0" and int(out.split()[1]) == 256 << 20
+
+
+def test_a_tiny_llama_trains_20_steps_like_the_cpu_on_the_kernel_table():
+    out = run_on_opencl("""
+        import json, torch, kernel_pytorch
+        from kernel_pytorch import ops
+        def train(device):
+            torch.manual_seed(0)
+            model = ops.TinyLlama(vocab_size=64, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2,
+                                  intermediate_size=128, max_positions=32).to(device)
+            opt = torch.optim.SGD(model.parameters(), lr=0.05)
+            gen = torch.Generator().manual_seed(1)
+            losses = []
+            for _ in range(20):
+                tokens = torch.randint(0, 64, (2, 17), generator=gen).to(device)
+                logits = model(tokens[:, :-1])
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 64), tokens[:, 1:].reshape(-1))
+                opt.zero_grad(); loss.backward(); opt.step()
+                losses.append(loss.item())
+            return losses
+        cpu = train("cpu")
+        torch.my_asic.reset_fallback_stats()
+        device = train("my_asic")
+        stats = torch.my_asic.fallback_stats()
+        print(json.dumps([cpu, device, {k: v for k, v in stats.items() if k.startswith("kernel_pytorch::")}]))
+    """)
+    cpu, device, kernel_fallbacks = json.loads(out.strip().splitlines()[-1])
+    assert all(abs(a - b) <= 1e-4 * max(1.0, abs(a)) for a, b in zip(cpu, device)), (cpu, device)
+    forward_ops = {"kernel_pytorch::" + op for op in KERNEL_OPS}
+    assert not forward_ops & set(kernel_fallbacks), kernel_fallbacks
