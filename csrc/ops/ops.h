@@ -1,9 +1,12 @@
-// Python bindings of the kernel library's controls (kernel_pytorch.ops):
-// the CPU ISA level and which kernels the my_asic runtime provides.
+// The ops layer's public interface: the Python bindings of the kernel
+// library's controls (kernel_pytorch.ops): the CPU ISA level and which kernels
+// the my_asic runtime provides.
 #pragma once
 
-#include <torch/extension.h>
+namespace pybind11 {
+class module_;
+} // namespace pybind11
 
 namespace kernel_pytorch::ops {
-void add_python_bindings(py::module_& m);
+void init_ops_bindings(pybind11::module_& m);
 }  // namespace kernel_pytorch::ops
