@@ -14,9 +14,8 @@
 #include <ATen/core/stack.h>
 #include <torch/library.h>
 
-namespace pybind11 {
-class module_;
-} // namespace pybind11
+// As pybind11 declares it (hidden visibility), without its headers.
+namespace pybind11 __attribute__((visibility("hidden"))) { class module_; }
 
 namespace kernel_pytorch {
 

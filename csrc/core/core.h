@@ -25,12 +25,9 @@
 
 #include "runtime/kpdr.h"
 
-namespace at {
-struct HostAllocator; // <ATen/core/CachingHostAllocator.h>, for its users only
-} // namespace at
-namespace pybind11 {
-class module_;
-} // namespace pybind11
+namespace at { struct HostAllocator; } // <ATen/core/CachingHostAllocator.h>, for its users only
+// As pybind11 declares it (hidden visibility), without its headers.
+namespace pybind11 __attribute__((visibility("hidden"))) { class module_; }
 
 namespace kernel_pytorch {
 

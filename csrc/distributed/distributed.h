@@ -1,9 +1,7 @@
 // The distributed layer's public interface (the my_asic c10d backend, myccl).
 #pragma once
 
-namespace pybind11 {
-class module_;
-} // namespace pybind11
+#include <pybind11/pybind11.h>
 
 namespace kernel_pytorch::distributed {
 

@@ -3,9 +3,7 @@
 // the my_asic runtime provides.
 #pragma once
 
-namespace pybind11 {
-class module_;
-} // namespace pybind11
+#include <pybind11/pybind11.h>
 
 namespace kernel_pytorch::ops {
 void init_ops_bindings(pybind11::module_& m);

@@ -3,9 +3,7 @@
 // torch.profiler (profiler_kineto.cpp, device_activity.cpp).
 #pragma once
 
-namespace pybind11 {
-class module_;
-} // namespace pybind11
+#include <pybind11/pybind11.h>
 
 namespace kernel_pytorch {
 
