@@ -12,7 +12,6 @@ At the end the terminal summary lists each runtime's pass rates. The full sweeps
 op_db and module_db per runtime are marked slow (``-m slow``).
 """
 
-import ctypes
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -72,31 +71,20 @@ def kp_full(request):
     return bool(request.config.getoption("--kp-full", default=False))
 
 
-def _load_runtime_sources():
-    spec = importlib.util.spec_from_file_location("runtime_sources", REPO_ROOT / "tests" / "runtime" / "runtime_sources.py")
+def _load_test_module(relative_path):
+    """A helper module of another test folder (tests/runtime, tests/opencl), by file path."""
+    path = REPO_ROOT / "tests" / relative_path
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def opencl_platform_problem():
-    """Why no OpenCL platform can be used here, or None when one can."""
-    try:
-        loader = ctypes.CDLL("libOpenCL.so.1")
-    except OSError as error:
-        return f"no OpenCL ICD loader (libOpenCL.so.1: {error}); install ocl-icd-libopencl1 and pocl-opencl-icd (README set-up)"
-    count = ctypes.c_uint32(0)
-    code = loader.clGetPlatformIDs(0, None, ctypes.byref(count))
-    if code != 0 or count.value == 0:
-        return f"no OpenCL platform (clGetPlatformIDs: error {code}, {count.value} platforms); install pocl-opencl-icd as root"
-    return None
 
 
 @pytest.fixture(scope="session")
 def runtime_under_test(runtime_config, tmp_path_factory):
     """The RuntimeUnderTest of ``runtime_config``; skips (saying why) when it cannot exist here."""
     if runtime_config.spec is None:  # the tiny runtime, compiled from tests/runtime/tiny_runtime
-        library = _load_runtime_sources().build_tiny_runtime(tmp_path_factory.mktemp("tiny") / "libtinychip.so")
+        library = _load_test_module("runtime/runtime_sources.py").build_tiny_runtime(tmp_path_factory.mktemp("tiny") / "libtinychip.so")
         if library is None:
             pytest.skip("no C compiler (cc or gcc) to build the tiny runtime")
         return RuntimeUnderTest("tiny", library, runtime_config.options)
@@ -107,7 +95,7 @@ def runtime_under_test(runtime_config, tmp_path_factory):
             raise pytest.UsageError(str(error)) from None
         pytest.skip(str(error))
     if runtime_config.spec == "opencl":
-        problem = opencl_platform_problem()
+        problem = _load_test_module("opencl/opencl_support.py").opencl_platform_problem()
         if problem:
             pytest.skip(problem)
     return runtime

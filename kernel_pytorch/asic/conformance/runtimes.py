@@ -14,14 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional
 
-from kernel_pytorch.asic.registration import BUNDLED_RUNTIME_DIR
-
-# Short names of the runtimes kernel_pytorch ships (setup.py builds them into lib/).
-BUNDLED_RUNTIMES = {
-    "myasic": "libmyasic.so",
-    "simulator": "libmyasic.so",
-    "opencl": "libkpdr_opencl.so",
-}
+# The short names are registration's (MY_ASIC_RUNTIME=opencl means the same library).
+from kernel_pytorch.asic.registration import BUNDLED_RUNTIME_DIR, BUNDLED_RUNTIMES
 
 
 class RuntimeNotFound(ValueError):
@@ -74,8 +68,8 @@ def resolve_runtime(spec: str, options: str = "") -> RuntimeUnderTest:
     candidate = Path(spec).expanduser()
     if candidate.is_file():
         return RuntimeUnderTest(spec, candidate.resolve(), options)
-    if spec in BUNDLED_RUNTIMES:
-        bundled = Path(BUNDLED_RUNTIME_DIR) / BUNDLED_RUNTIMES[spec]
+    if spec.strip().lower() in BUNDLED_RUNTIMES:
+        bundled = Path(BUNDLED_RUNTIME_DIR) / BUNDLED_RUNTIMES[spec.strip().lower()]
         if bundled.is_file():
             return RuntimeUnderTest(spec, bundled, options)
         raise RuntimeNotFound(
