@@ -26,6 +26,7 @@ MYASIC_ENVIRONMENT_VARIABLES = (
     "MYASIC_HOST_ADDRESSABLE",
     "MYASIC_COMPUTE_UNITS",
     "MYASIC_COPY_BANDWIDTH_GBPS",
+    "MYASIC_OVERCOMMIT",
 )
 
 
@@ -93,7 +94,13 @@ def load_myasic(load_uninitialized_myasic, clean_myasic_environment):
     return load
 
 
+# Two 16 GiB devices whatever the host: the memory tests' figures stay fixed. Capacity
+# beyond the host's memory is only accounting here (mmap'd without reserve, never touched).
+FIXED_16_GIB = "memory_mb=16384;overcommit=1"
+
+
 @pytest.fixture
 def myasic(load_myasic):
-    """libmyasic.so initialised with the default configuration."""
-    return load_myasic()
+    """libmyasic.so initialised with the default configuration but a fixed 16 GiB capacity
+    per device (``FIXED_16_GIB``; the default capacity depends on the host's memory)."""
+    return load_myasic(options=FIXED_16_GIB)
