@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from ..hardware_abstraction.hal_core import BYTES_PER_GB, DeviceSpec, HardwareAbstractionLayer
+from ..hardware_abstraction.hal_core import BYTES_PER_GB, DeviceSpec, HardwareAbstractionLayer, HardwareVendor
 from ..hardware_abstraction.placement import (
     MeshDescription,
     StageAssignment,
@@ -53,6 +53,12 @@ def _host_available_bytes() -> int:
     except OSError:
         pass
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _shares_host_memory(spec: DeviceSpec) -> bool:
+    """Whether the device's tensors live in host memory: the CPU, and simulated devices."""
+    return (spec.vendor is HardwareVendor.CPU and spec.torch_usable) or bool(
+        spec.capabilities.details.get("shares_host_memory"))
 
 
 def _torch_free_bytes_by_device() -> List[Tuple[torch.device, int]]:
@@ -156,10 +162,14 @@ class HardwareAdapter:
           tables print it. ``simulated`` marks devices simulated on the host CPU;
           ``unreadable`` lists figures the vendor API could not give.
         * ``vendor_distribution``: vendor value -> number of devices.
-        * ``available_memory_gb`` / ``total_memory_gb``: sums over the devices
-          torch can use, GB (1e9 bytes). OpenCL devices are left out because
-          they usually describe memory already counted (the host's, or a GPU's
-          also seen through its vendor adapter).
+        * ``available_memory_gb`` / ``total_memory_gb``: sums over the memory of
+          the devices torch can use, GB (1e9 bytes), each memory counted once:
+          the CPU and simulated devices (``shares_host_memory``) all hold their
+          tensors in host memory, so together they count as the largest of their
+          figures (the host's, as the CPU reports it), never as a sum that
+          exceeds the host. OpenCL devices are left out because they usually
+          describe memory already counted (the host's, or a GPU's also seen
+          through its vendor adapter).
         * ``total_peak_tflops``: precision -> summed dense peak of those
           devices, TFLOPS (TOPS for int8).
         * ``unavailable_vendors``: vendor value -> why its adapter found nothing.
@@ -169,6 +179,7 @@ class HardwareAdapter:
         total_peak: Dict[str, float] = {}
         available_gb = 0.0
         total_gb = 0.0
+        host_free_gb = host_total_gb = 0.0  # the host's memory: the CPU's and the simulated devices'
         rows = []
         for spec in devices:
             caps = spec.capabilities
@@ -189,20 +200,28 @@ class HardwareAdapter:
                     "supported_dtypes": list(caps.supported_dtypes),
                     "torch_usable": spec.torch_usable,
                     "simulated": spec.is_simulated,
+                    "shares_host_memory": _shares_host_memory(spec),
+                    "overcommitted": caps.details.get("overcommitted"),
                     "unreadable": dict(caps.details.get("unreadable", {})),
                 }
             )
             if not spec.torch_usable:
                 continue
-            available_gb += caps.memory_free_gb
-            total_gb += caps.memory_total_gb
+            if _shares_host_memory(spec):
+                # An overcommitted simulator's capacity is more than the host holds: count the host.
+                host_limit = caps.details.get("host_memory_total_gb", float("inf"))
+                host_free_gb = max(host_free_gb, caps.memory_free_gb)
+                host_total_gb = max(host_total_gb, min(caps.memory_total_gb, host_limit))
+            else:
+                available_gb += caps.memory_free_gb
+                total_gb += caps.memory_total_gb
             for key, tflops in caps.peak_tflops.items():
                 total_peak[key] = total_peak.get(key, 0.0) + tflops
         return {
             "cross_vendor_devices": rows,
             "vendor_distribution": distribution,
-            "available_memory_gb": available_gb,
-            "total_memory_gb": total_gb,
+            "available_memory_gb": available_gb + host_free_gb,
+            "total_memory_gb": total_gb + host_total_gb,
             "total_peak_tflops": total_peak,
             "unavailable_vendors": {vendor.value: reason for vendor, reason in self.hal.unavailable_vendors().items()},
         }
