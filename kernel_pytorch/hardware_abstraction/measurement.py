@@ -310,8 +310,13 @@ class InterleavedTiming:
 
     @property
     def noise(self) -> float:
-        """Half the round-to-round range relative to the median (0.05 = +-5%)."""
-        return (self.high_s - self.low_s) / (2 * self.median_s)
+        """Half the interquartile range of the round medians, relative to the median
+        (0.05 = +-5%): how much the figure moves from round to round, not swayed by one
+        disturbed round as the min-max spread is."""
+        if len(self.round_medians_s) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.round_medians_s, n=4, method="inclusive")
+        return (q3 - q1) / (2 * self.median_s)
 
     def as_dict(self) -> Dict[str, object]:
         """JSON-ready: median_s, spread_s [low, high], noise, rounds, samples."""
@@ -336,7 +341,8 @@ def time_interleaved(workloads: Mapping[str, Tuple[Callable[[], object], torch.d
     turn: a ``settle_s`` pause, one uncounted call (it pays for the switch: cold caches,
     threads waking), then ``min_calls_per_round`` to ``max_calls_per_round`` timed calls,
     as many as fit all rounds together into about ``budget_s`` per workload (sized from
-    the median warm-up call, so one stalled call does not shrink the sample).  A call
+    the median warm-up call, so one stalled call does not shrink the sample); a turn that
+    overruns twice its share of the budget ends early, after at least one timed call.  A call
     shorter than ``batch_s`` is timed in batches of calls (the clock and the
     synchronisation would otherwise dominate).  The device is synchronised after every
     batch.
@@ -371,13 +377,19 @@ def time_interleaved(workloads: Mapping[str, Tuple[Callable[[], object], torch.d
             fn()
             synchronize(device)
             this_round = []
+            # A stalled machine must not stretch the run: a turn ends after twice its share
+            # of the budget, with at least one timed call.
+            turn_deadline = time.perf_counter() + 2 * budget_s / rounds
             for _ in range(reps):
                 start = time.perf_counter()
                 for _ in range(batch):
                     fn()
                 synchronize(device)
                 this_round.append((time.perf_counter() - start) / batch)
+                if time.perf_counter() > turn_deadline:
+                    break
             samples[name].extend(this_round)
             medians[name].append(statistics.median(this_round))
     return {name: InterleavedTiming(statistics.median(samples[name]), tuple(medians[name]), len(samples[name]) * plans[name][2])
             for name in workloads}
+

@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from kernel_pytorch.hardware_abstraction.measurement import time_interleaved
+from kernel_pytorch.hardware_abstraction.measurement import InterleavedTiming, time_interleaved
 
 CPU = torch.device("cpu")
 
@@ -81,3 +81,22 @@ def test_bad_arguments_are_named(kwargs, message):
     arguments = {"workloads": {"x": (sleeper(0.0), CPU)}, **kwargs}
     with pytest.raises(ValueError, match=message):
         time_interleaved(**arguments)
+
+
+def test_noise_is_not_widened_by_one_disturbed_round():
+    steady = InterleavedTiming(median_s=1.0, round_medians_s=(1.0, 1.02, 0.98, 1.0, 10.0), samples=50)
+    assert steady.high_s == 10.0  # the spread shows the disturbed round
+    assert steady.noise == pytest.approx(0.01)  # half the interquartile range of the round medians
+
+
+def test_noise_grows_with_rounds_that_disagree():
+    drifting = InterleavedTiming(median_s=1.0, round_medians_s=(0.6, 0.8, 1.0, 1.2, 1.4), samples=50)
+    assert drifting.noise == pytest.approx(0.2)
+
+
+def test_a_stalled_machine_does_not_stretch_the_run():
+    # 50 ms calls against a 20 ms budget: each turn stops after its first timed call.
+    start = time.perf_counter()
+    timed = time_interleaved({"slow": (sleeper(0.05), CPU)}, rounds=2, budget_s=0.02, warmup_s=0.0, settle_s=0.0)
+    assert timed["slow"].samples == 2
+    assert time.perf_counter() - start < 0.6  # 4 warm-up, 2 uncounted and 2 timed calls
