@@ -23,11 +23,10 @@ def sleeper(seconds, log=None, name=None):
 
 
 def test_each_workload_gets_its_own_median_and_round_medians():
-    timed = time_interleaved({"short": (sleeper(0.002), CPU), "long": (sleeper(0.008), CPU)},
-                             rounds=3, budget_s=0.06, warmup_s=0.0, settle_s=0.0)
+    timed = time_interleaved({"short": (sleeper(0.002), CPU), "long": (sleeper(0.03), CPU)},
+                             rounds=3, budget_s=0.2, warmup_s=0.0, settle_s=0.0)
     assert set(timed) == {"short", "long"}
-    assert timed["short"].median_s < timed["long"].median_s
-    assert 0.002 <= timed["short"].median_s < 0.006
+    assert 0.002 <= timed["short"].median_s < timed["long"].median_s
     for timing in timed.values():
         assert len(timing.round_medians_s) == 3
         assert timing.low_s <= timing.median_s <= timing.high_s
@@ -48,10 +47,10 @@ def test_warm_up_calls_are_not_counted():
 
     def stalls_at_first():
         calls.append(None)
-        time.sleep(0.05 if len(calls) <= 3 else 0.001)  # a fresh process's first steps
+        time.sleep(0.3 if len(calls) <= 3 else 0.001)  # a fresh process's first steps
 
     timed = time_interleaved({"step": (stalls_at_first, CPU)}, rounds=2, budget_s=0.02, warmup_s=0.0, settle_s=0.0)
-    assert timed["step"].high_s < 0.02
+    assert timed["step"].high_s < 0.1
 
 
 def test_one_slow_call_moves_neither_the_median_nor_the_verdict():
@@ -59,10 +58,10 @@ def test_one_slow_call_moves_neither_the_median_nor_the_verdict():
 
     def one_stall():
         calls.append(None)
-        time.sleep(0.1 if len(calls) == 12 else 0.002)
+        time.sleep(0.3 if len(calls) == 12 else 0.002)
 
     timed = time_interleaved({"step": (one_stall, CPU)}, rounds=2, budget_s=0.04, warmup_s=0.0, settle_s=0.0)
-    assert timed["step"].median_s < 0.01
+    assert timed["step"].median_s < 0.1
 
 
 def test_as_dict_is_json_ready():
@@ -99,4 +98,4 @@ def test_a_stalled_machine_does_not_stretch_the_run():
     start = time.perf_counter()
     timed = time_interleaved({"slow": (sleeper(0.05), CPU)}, rounds=2, budget_s=0.02, warmup_s=0.0, settle_s=0.0)
     assert timed["slow"].samples == 2
-    assert time.perf_counter() - start < 0.6  # 4 warm-up, 2 uncounted and 2 timed calls
+    assert time.perf_counter() - start < 2.0  # 4 warm-up, 2 uncounted and 2 timed calls: 0.4 s
