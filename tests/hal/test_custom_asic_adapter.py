@@ -84,7 +84,7 @@ def test_an_overcommitted_simulator_is_said_so_and_counts_no_more_than_the_host(
     import sys
 
     host_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
-    env = dict(os.environ, MYASIC_DEVICE_COUNT="2", MYASIC_MEMORY_MB=str(host_mb), MYASIC_OVERCOMMIT="1",
+    env = dict(os.environ, MY_ASIC_DEVICE_COUNT="2", MY_ASIC_MEMORY_MB=str(host_mb), MY_ASIC_OVERCOMMIT="1",
                MY_ASIC_ENABLE="1")
     code = """
 import json, torch, kernel_pytorch

@@ -19,7 +19,7 @@ struct SimulatorConfig {
   int device_count = 2;
   std::size_t memory_bytes_per_device = kMaxDefaultMemoryBytes;
   // Whether memory_mb may make the devices together larger than the host's memory
-  // (option overcommit / MYASIC_OVERCOMMIT): refused unless asked for.
+  // (option overcommit / MY_ASIC_OVERCOMMIT): refused unless asked for.
   bool overcommit = false;
   // Set when overcommit let the devices exceed the host: kpdrInit prints it to stderr.
   std::string overcommit_notice;
@@ -36,7 +36,7 @@ struct SimulatorConfig {
 // GiB (to a MiB below 1 GiB), so the simulated devices together fit the host.
 std::size_t default_memory_bytes_per_device(int device_count, std::size_t host_bytes);
 
-// Builds the config from MYASIC_* environment variables overridden by
+// Builds the config from MY_ASIC_* environment variables overridden by
 // `options` ("key=value;key=value", may be null). On bad input returns
 // KPDR_ERROR_INVALID_VALUE with a message naming the key and the fix.
 kpdrError_t parse_simulator_config(const char* options, SimulatorConfig* config);
