@@ -2,7 +2,7 @@
 
 Two native artifacts are produced:
 
-* ``kernel_pytorch/_C*.so`` -- the PrivateUse1 glue (csrc/aten), built with
+* ``kernel_pytorch/_C*.so`` -- the PrivateUse1 device (csrc/ layers, docs/architecture.md), built with
   torch.utils.cpp_extension against the installed torch;
 * ``kernel_pytorch/lib/libmyasic.so`` -- the simulated ASIC (csrc/runtime/myasic),
   a plain C++ library with no torch dependency that implements the kpdr ABI.
@@ -69,10 +69,13 @@ if BUILD_CUDA and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
 KERNEL_SOURCES = sorted(glob.glob(os.path.join("csrc", "kernels", "cpu", "*.cpp")))
 RUNTIME_SOURCES = sorted(glob.glob(os.path.join("csrc", "runtime", "myasic", "*.cpp"))) + KERNEL_SOURCES
 EXTENSION_SOURCES = (
-    sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp")))
+    sorted(glob.glob(os.path.join("csrc", "core", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "aten", "native", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "profiler", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "ops", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "distributed", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "python", "*.cpp")))
     + KERNEL_SOURCES
 )
 CUDA_SOURCES = sorted(glob.glob(os.path.join("csrc", "ops", "cuda", "*.cpp"))) + sorted(
@@ -82,7 +85,7 @@ CUDA_SOURCES = sorted(glob.glob(os.path.join("csrc", "ops", "cuda", "*.cpp"))) +
 
 # Kineto's headers, which torch ships when it was built with Kineto: the
 # PrivateUse1 profiler registry includes them by bare name, and
-# csrc/aten/profiler_kineto.cpp (torch.profiler's my_asic device activities)
+# csrc/profiler/profiler_kineto.cpp (torch.profiler's my_asic device activities)
 # compiles only where they are found.
 KINETO_INCLUDE = [d for d in [os.path.join(os.path.dirname(torch.__file__), "include", "kineto")] if os.path.isdir(d)]
 

@@ -3,7 +3,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/runtime.h"
+#include "core/core.h"
 #include "ops/op_args.h"
 #include "ops/op_list.h"
 #include "ops/runtime_launch.h"

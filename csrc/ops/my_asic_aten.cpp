@@ -15,8 +15,8 @@
 
 #include <cmath>
 
-#include "aten/native/host_kernels.h"
-#include "aten/runtime.h"
+#include "aten/aten.h"
+#include "core/core.h"
 #include "ops/op_args.h"
 #include "ops/reference.h"
 #include "ops/runtime_launch.h"

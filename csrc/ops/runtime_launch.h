@@ -5,8 +5,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include "aten/cpu_fallback.h"
-#include "aten/streams.h"
+#include "aten/aten.h"
+#include "core/core.h"
 
 namespace kernel_pytorch::ops {
 
