@@ -94,13 +94,14 @@ def configure() -> Dict:
     # Include and library paths as torch's own extension builder would use them.
     ext = (cpp_extension.CUDAExtension if cuda else cpp_extension.CppExtension)("kernel_pytorch._C", [])
     kineto = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")  # for profiler_kineto.cpp
-    includes = ["csrc"] + [kineto] * os.path.isdir(kineto) + ext.include_dirs + [sysconfig.get_path("include")]
+    # -isystem: no warnings from torch's headers; -MD (not -MMD) still tracks them.
+    includes = [kineto] * os.path.isdir(kineto) + ext.include_dirs + [sysconfig.get_path("include")]
     with open(cpp_extension.__file__) as source:  # the standard BuildExtension passes (not an API)
         std = "c++20" if "c++20" in source.read() else "c++17"
     common = " ".join([f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
                        "-DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -DNDEBUG",
                        "-DKP_WITH_CUDA=1" if cuda else f"-DKP_CUDA_NOT_BUILT={reason}",
-                       *(f"-I{shlex.quote(d)}" for d in includes)])
+                       "-Icsrc", *(f"-isystem {shlex.quote(d)}" for d in includes)])
     launcher = "ccache " if shutil.which("ccache") and "ccache" not in cxx else ""
     cflags = os.environ.get("CXXFLAGS", "")
     cfg = dict(
@@ -136,7 +137,7 @@ def graph(root: str, cfg: Dict) -> List[Edge]:
         if nvcc:
             cmd = f"{cfg['nvcc']} --generate-dependencies-with-compile --dependency-output {obj}.d -c {src} -o {obj}"
         else:
-            cmd = f"{cfg['cxx']} -MMD -MF {obj}.d {flags} -c {src} -o {obj}"
+            cmd = f"{cfg['cxx']} -MD -MF {obj}.d {flags} -c {src} -o {obj}"
         edges.append(Edge(obj, [src], cmd, ("CUDA " if nvcc else "C++ ") + src))
         return obj
 
