@@ -1,6 +1,7 @@
 """Build kernel_pytorch: the my_asic PyTorch extension, its CPU kernel library and runtimes.
 
-The native libraries (``kernel_pytorch/_C*.so`` against the installed torch, with the CUDA
+The native libraries (``kernel_pytorch/_C*.so``, the csrc/ layers of docs/architecture.md
+against the installed torch, with the CUDA
 kernels when torch is a CUDA build and nvcc is found; ``kernel_pytorch/lib/libmyasic.so``, the
 simulated ASIC behind the kpdr ABI) are one ninja graph, build_support/native.py. The C++
 compiler ($CXX) is checked first (build_support/toolchain.py). Install with

@@ -1,10 +1,10 @@
 """The PyTorch profiler on my_asic.
 
 use_device="my_asic" times every op on the device with runtime events (the
-PrivateUse1 profiler stubs, csrc/aten/profiler.cpp), so key_averages() has
+PrivateUse1 profiler stubs, csrc/profiler/profiler.cpp), so key_averages() has
 my_asic time. torch.profiler.profile(activities=[CPU, PrivateUse1]) records
 the device work itself, kernels and copies per stream, linked to the op that
-started it (the Kineto activity profiler, csrc/aten/profiler_kineto.cpp).
+started it (the Kineto activity profiler, csrc/profiler/profiler_kineto.cpp).
 Each case runs in a subprocess so the profiler's own logging on stderr can be
 checked too.
 """
@@ -302,7 +302,7 @@ print(json.dumps({e.key: e.device_time_total for e in averages if "Backward" in 
 @needs_device_activities
 def test_copies_are_device_activities_when_memory_is_not_host_addressable():
     # Every op then runs through the CPU fallback: its device work is the copies.
-    summary, _ = profile_device_work(KEY_AVERAGES, env={"MYASIC_HOST_ADDRESSABLE": "0"})
+    summary, _ = profile_device_work(KEY_AVERAGES, env={"MY_ASIC_HOST_ADDRESSABLE": "0"})
     assert summary["device_us"].get("Memcpy HtoD (my_asic)", 0) > 0
     assert summary["device_us"].get("Memcpy DtoH (my_asic)", 0) > 0
     assert summary["negative"] == []

@@ -17,14 +17,9 @@ import pytest
 from kpdr_ctypes import REPO_ROOT, SUCCESS, KpdrLibrary
 
 BUILT_MYASIC = REPO_ROOT / "kernel_pytorch" / "lib" / "libmyasic.so"
-MYASIC_ENVIRONMENT_VARIABLES = (
-    "MYASIC_DEVICE_COUNT",
-    "MYASIC_MEMORY_MB",
-    "MYASIC_DEVICE_NAMES",
-    "MYASIC_HOST_ADDRESSABLE",
-    "MYASIC_COMPUTE_UNITS",
-    "MYASIC_COPY_BANDWIDTH_GBPS",
-)
+_SETTINGS = ("DEVICE_COUNT", "MEMORY_MB", "DEVICE_NAMES", "HOST_ADDRESSABLE", "COMPUTE_UNITS", "COPY_BANDWIDTH_GBPS")
+# The simulator's variables, and their deprecated names it still reads.
+MYASIC_ENVIRONMENT_VARIABLES = tuple(f"{prefix}_{name}" for prefix in ("MY_ASIC", "MYASIC") for name in _SETTINGS)
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +34,7 @@ def myasic_library_path():
 
 @pytest.fixture
 def clean_myasic_environment(monkeypatch):
-    """Removes MYASIC_* variables so the developer's shell cannot change test configs."""
+    """Removes MY_ASIC_* (and old MYASIC_*) variables so the developer's shell cannot change test configs."""
     for name in MYASIC_ENVIRONMENT_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch

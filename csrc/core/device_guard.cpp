@@ -3,9 +3,7 @@
 // DeviceGuard/OptionalDeviceGuard in ATen route through this.
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
-#include "device_allocator.h"
-#include "runtime.h"
-#include "streams.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 namespace {

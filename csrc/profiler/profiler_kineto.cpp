@@ -7,7 +7,7 @@
 // privateuse1_profiler.h); Kineto opens one session of it per trace, forwards
 // the correlation id of every PyTorch op as it starts and ends, and at the end
 // asks the session for its activities. This session records the device work
-// the glue starts (device_activity.h) and reports, per piece of work:
+// core and the glue start (device_activity.h) and reports, per piece of work:
 //
 // - the device side: CONCURRENT_KERNEL (a runtime kernel, or a native kernel
 //   run on device memory) or GPU_MEMCPY, with device = my_asic index and
@@ -20,9 +20,11 @@
 // Built only against a PyTorch that ships Kineto's headers (it was built with
 // Kineto; setup.py puts them on the include path) and the PrivateUse1
 // profiler registry (privateuse1_profiler.h, in torch 2.13). Elsewhere torch.profiler reports
-// no my_asic device activity; use_device="my_asic" (csrc/aten/profiler.cpp)
+// no my_asic device activity; use_device="my_asic" (profiler.cpp)
 // still times every op.
-#include "profiler_kineto.h"
+#include "profiler.h"
+
+#include <torch/extension.h>
 
 #if __has_include(<libkineto.h>) && __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>)
 
@@ -48,7 +50,7 @@
 #include <set>
 
 #include "device_activity.h"
-#include "runtime.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -303,14 +305,14 @@ REGISTER_PRIVATEUSE1_PROFILER(MyAsicActivityProfiler);
 #define KP_DEVICE_ACTIVITY_PROFILER 1
 #endif // Kineto and the PrivateUse1 profiler registry
 
-namespace kernel_pytorch::activity {
+namespace kernel_pytorch {
 
-bool device_activity_profiler_built() {
+void init_profiler_bindings(py::module_& m) {
 #ifdef KP_DEVICE_ACTIVITY_PROFILER
-  return true;
+  m.def("_device_activity_profiler_built", [] { return true; });
 #else
-  return false;
+  m.def("_device_activity_profiler_built", [] { return false; });
 #endif
 }
 
-} // namespace kernel_pytorch::activity
+} // namespace kernel_pytorch

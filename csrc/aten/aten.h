@@ -1,4 +1,6 @@
-// Every ATen op without a native my_asic kernel runs its CPU kernel.
+// The ATen glue's public interface, for the layers above it (ops, the Python
+// module): the CPU fallback that every ATen op without a native my_asic
+// kernel runs (cpu_fallback.cpp), and what ops need of the native kernels.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <torch/library.h>
+
+// As pybind11 declares it (hidden visibility), without its headers.
+namespace pybind11 __attribute__((visibility("hidden"))) { class module_; }
 
 namespace kernel_pytorch {
 
@@ -62,5 +67,14 @@ int64_t route_structured_ops_to_fallback();
 int64_t route_composite_ops(
     c10::DispatchKey device_key, c10::DispatchKey cpu_key, std::initializer_list<c10::DispatchKey> composite_keys,
     const std::function<torch::CppFunction()>& kernel);
+
+// Whether ATen's CPU flash attention (forward and backward) serves my_asic
+// tensors (native/attention.cpp): host-addressable memory and both kernels found.
+namespace native {
+bool host_flash_attention();
+} // namespace native
+
+// The glue's Python calls (python_bindings.cpp), added by csrc/python.
+void init_aten_bindings(pybind11::module_& m);
 
 } // namespace kernel_pytorch

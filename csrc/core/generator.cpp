@@ -1,9 +1,8 @@
-#include "generator.h"
+#include "core/core.h"
 
 #include <mutex>
 #include <vector>
 
-#include "runtime.h"
 
 namespace kernel_pytorch {
 

@@ -1,4 +1,4 @@
-#include "host_view.h"
+#include "core/core.h"
 
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/CPUAllocator.h>
@@ -7,7 +7,6 @@
 
 #include <mutex>
 
-#include "device_allocator.h"
 
 namespace kernel_pytorch {
 namespace {

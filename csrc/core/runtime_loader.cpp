@@ -1,4 +1,4 @@
-#include "runtime.h"
+#include "core/core.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

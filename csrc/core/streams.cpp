@@ -1,6 +1,5 @@
-#include "streams.h"
+#include "core/core.h"
 
-#include "host_scope.h"
 
 #include <array>
 #include <atomic>
@@ -8,6 +7,11 @@
 #include <vector>
 
 namespace kernel_pytorch {
+
+// Set by the profiler layer (core.h says how they are used).
+activity::Hooks activity::hooks{};
+std::atomic<bool> activity::recording_flag{false};
+
 namespace {
 
 constexpr int kStreamsPerDevice = 1 + 2 * kStreamPoolSize;
@@ -117,7 +121,7 @@ void note_completed(DeviceStreams& ds, c10::StreamId id, uint64_t seen) {
 void note_work_submitted(const c10::Stream& stream) {
   streams_of(stream.device_index()).submitted[stream.id()].fetch_add(1, std::memory_order_release);
   if (in_host_kernel()) {
-    synchronize_stream(stream); // host code reads the result next (host_scope.h)
+    synchronize_stream(stream); // host code reads the result next (host kernel scope, core.h)
   }
 }
 

@@ -1,21 +1,9 @@
-// kernel_pytorch._C: the Python bindings behind torch.my_asic. Thin wrappers
-// only; behaviour lives in the files they call.
+// torch.my_asic's device, memory, stream and generator calls: thin wrappers
+// over the device core, added to kernel_pytorch._C by csrc/python/module.cpp.
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
-#include "autograd_device_threads.h"
-#include "autograd_exit.h"
-#include "cpu_fallback.h"
-#include "device_init.h"
-#include "native/host_kernels.h"
-#include "distributed/python_bindings.h"
-#include "device_allocator.h"
-#include "generator.h"
-#include "host_view.h"
-#include "profiler_kineto.h"
-#include "runtime.h"
-#include "streams.h"
-#include "ops/python_bindings.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -73,31 +61,12 @@ c10::DeviceIndex device_arg(int64_t index) {
   return static_cast<c10::DeviceIndex>(index);
 }
 
-FallbackMode parse_mode(const std::string& mode) {
-  if (mode == "allow") return FallbackMode::kAllow;
-  if (mode == "warn") return FallbackMode::kWarn;
-  if (mode == "raise") return FallbackMode::kRaise;
-  TORCH_CHECK_VALUE(false, "fallback mode must be 'allow', 'warn' or 'raise', got '", mode, "'");
-}
-
 } // namespace
-} // namespace kernel_pytorch
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  using namespace kernel_pytorch;
-  m.doc() = "kernel_pytorch C++ extension: the my_asic PrivateUse1 device";
-  kernel_pytorch::distributed::register_bindings(m);
-
+void init_core_bindings(py::module_& m) {
   m.def("_set_runtime", &set_runtime_config, py::arg("library_path"), py::arg("options"));
   m.def("_runtime_library", &runtime_library_path);
   m.def("_runtime_options", &runtime_options);
-  m.def("_init", &initialize_device);
-  m.def("_device_initialized", &device_initialized);
-  m.def("_device_activity_profiler_built", &activity::device_activity_profiler_built);
-  m.def("_intra_op_threads_limited", &intra_op_threads_limited);
-  m.def("_native_kernels", [] {
-    return py::make_tuple(native::host_kernel_names(), native::cpu_stubs_in_use());
-  });
   m.def("_is_initialized", &runtime_initialized);
   m.def("_in_bad_fork", &in_bad_fork);
   m.def("_device_count", [] { return static_cast<int>(device_count_noexcept()); });
@@ -129,23 +98,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     exchange_current_stream(c10::Stream(
         c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device_arg(device)), id));
   });
-  m.def("_drain_autograd_device_threads", &drain_autograd_device_threads,
-        py::call_guard<py::gil_scoped_release>());
-  m.def("_fallback_stats", [] {
-    py::dict d;
-    for (const auto& [name, count] : fallback_stats()) {
-      d[py::str(name)] = count;
-    }
-    return d;
-  });
-  m.def("_reset_fallback_stats", &reset_fallback_stats);
-  ops::add_python_bindings(m);
-  m.def("_set_fallback_mode", [](const std::string& mode) { set_fallback_mode(parse_mode(mode)); });
-  m.def("_get_fallback_mode", [] {
-    switch (fallback_mode()) {
-      case FallbackMode::kWarn: return std::string("warn");
-      case FallbackMode::kRaise: return std::string("raise");
-      default: return std::string("allow");
-    }
-  });
 }
+
+} // namespace kernel_pytorch

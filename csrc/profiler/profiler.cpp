@@ -19,8 +19,7 @@
 
 #include <atomic>
 
-#include "runtime.h"
-#include "streams.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 namespace {

@@ -11,8 +11,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "runtime.h"
-#include "streams.h"
 
 // Timing stream work with runtime events. kpdrEventElapsedTime measures
 // between two completed events (float milliseconds), so each event is turned
@@ -26,10 +24,6 @@
 // below a microsecond.
 
 namespace kernel_pytorch::activity {
-
-namespace detail {
-std::atomic<bool> g_recording{false};
-} // namespace detail
 
 namespace {
 
@@ -123,17 +117,6 @@ std::optional<int64_t> elapsed_ns(kpdrEvent_t from, kpdrEvent_t to) {
 
 } // namespace
 
-Kind memcpy_kind(kpdrMemcpyKind kind) {
-  switch (kind) {
-    case KPDR_MEMCPY_HOST_TO_DEVICE:
-      return Kind::MemcpyHtoD;
-    case KPDR_MEMCPY_DEVICE_TO_HOST:
-      return Kind::MemcpyDtoH;
-    default:
-      return Kind::MemcpyDtoD;
-  }
-}
-
 void push_correlation(uint64_t id) {
   t_correlation.push_back(id);
 }
@@ -166,13 +149,13 @@ void start() {
     }
   }
   std::lock_guard<std::mutex> lock(s.mutex);
-  TORCH_CHECK(!detail::g_recording.load(), "my_asic: a profiling session is already recording device activity");
+  TORCH_CHECK(!recording_flag.load(), "my_asic: a profiling session is already recording device activity");
   ++s.generation;
   s.pending.clear();
   s.errors.clear();
   s.latest_anchor = std::move(anchors);
   s.start_anchors = std::move(anchor_events);
-  detail::g_recording.store(true, std::memory_order_release);
+  recording_flag.store(true, std::memory_order_release);
 }
 
 std::vector<Record> stop(std::vector<std::string>* errors) {
@@ -181,7 +164,7 @@ std::vector<Record> stop(std::vector<std::string>* errors) {
   std::vector<kpdrEvent_t> start_anchors;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    detail::g_recording.store(false, std::memory_order_release);
+    recording_flag.store(false, std::memory_order_release);
     ++s.generation;
     pending.swap(s.pending);
     start_anchors.swap(s.start_anchors);
@@ -254,7 +237,10 @@ std::vector<Record> stop(std::vector<std::string>* errors) {
   return out;
 }
 
-void StreamWork::begin(Kind kind, const char* name, uint64_t bytes, const c10::Stream& stream) {
+// The hooks core calls while recording() (core/core.h).
+namespace {
+
+void stream_begin(StreamWork& w, Kind kind, const char* name, uint64_t bytes, const c10::Stream& stream) {
   auto& s = session();
   const c10::DeviceIndex device = stream.device_index();
   const int64_t submit_start = c10::getTime();
@@ -278,7 +264,7 @@ void StreamWork::begin(Kind kind, const char* name, uint64_t bytes, const c10::S
     return;
   }
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!detail::g_recording.load(std::memory_order_relaxed)) {
+  if (!recording_flag.load(std::memory_order_relaxed)) {
     give_back(s, device, start_event);
     give_back(s, device, end_event);
     return;
@@ -298,17 +284,17 @@ void StreamWork::begin(Kind kind, const char* name, uint64_t bytes, const c10::S
   } else {
     p.anchor = s.latest_anchor[device];
   }
-  slot_ = static_cast<int64_t>(s.pending.size());
-  generation_ = s.generation;
+  w.slot = static_cast<int64_t>(s.pending.size());
+  w.generation = s.generation;
   s.pending.push_back(std::move(p));
 }
 
-void StreamWork::end() {
+void stream_end(StreamWork& w) {
   auto& s = session();
   std::lock_guard<std::mutex> lock(s.mutex);
-  const size_t index = static_cast<size_t>(slot_);
-  slot_ = -1;
-  if (generation_ != s.generation || index >= s.pending.size()) {
+  const size_t index = static_cast<size_t>(w.slot);
+  w.slot = -1;
+  if (w.generation != s.generation || index >= s.pending.size()) {
     return; // the session stopped meanwhile
   }
   auto& p = s.pending[index];
@@ -321,39 +307,42 @@ void StreamWork::end() {
   p.completed = true;
 }
 
-StreamWork::~StreamWork() {
-  // A submission that raised leaves its record incomplete: stop() drops it.
-  slot_ = -1;
+void host_begin(HostWork& w, Kind kind, uint64_t bytes, const c10::Stream& stream, int64_t submitted_ns) {
+  w.active = true;
+  w.kind = kind;
+  w.bytes = bytes;
+  w.device = stream.device_index();
+  w.stream = stream.id();
+  w.correlation = current_correlation();
+  w.generation = session().generation.load(std::memory_order_relaxed);
+  w.start_ns = c10::getTime();
+  w.submitted_ns = submitted_ns >= 0 ? std::min(submitted_ns, w.start_ns) : w.start_ns;
 }
 
-void HostWork::begin_slow(Kind kind, uint64_t bytes, const c10::Stream& stream, int64_t submitted_ns) {
-  active_ = true;
-  kind_ = kind;
-  bytes_ = bytes;
-  device_ = stream.device_index();
-  stream_ = stream.id();
-  correlation_ = current_correlation();
-  generation_ = session().generation.load(std::memory_order_relaxed);
-  start_ns_ = c10::getTime();
-  submitted_ns_ = submitted_ns >= 0 ? std::min(submitted_ns, start_ns_) : start_ns_;
-}
-
-void HostWork::end_slow() {
-  active_ = false;
+void host_end(HostWork& w) {
+  w.active = false;
   const int64_t end = c10::getTime();
   if (std::uncaught_exceptions() > 0) {
     return; // the kernel raised: it did not run to completion
   }
   auto& s = session();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!detail::g_recording.load(std::memory_order_relaxed) || generation_ != s.generation) {
+  if (!recording_flag.load(std::memory_order_relaxed) || w.generation != s.generation) {
     return;
   }
   Pending p;
   p.host_timed = true;
-  p.record = Record{kind_, device_, stream_, "", bytes_, correlation_, thread_id(), submitted_ns_, start_ns_,
-                    start_ns_, end};
+  p.record = Record{w.kind, w.device, w.stream, "", w.bytes, w.correlation, thread_id(), w.submitted_ns,
+                    w.start_ns, w.start_ns, end};
   s.pending.push_back(std::move(p));
 }
+
+// Installed as the extension loads, before any device work can start.
+const bool kHooksInstalled = [] {
+  hooks = Hooks{&stream_begin, &stream_end, &host_begin, &host_end};
+  return true;
+}();
+
+} // namespace
 
 } // namespace kernel_pytorch::activity

@@ -1,12 +1,12 @@
-#include "host_allocator.h"
+#include "core/core.h"
+
+#include <ATen/core/CachingHostAllocator.h>
 
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
-#include "runtime.h"
-#include "streams.h"
 
 namespace kernel_pytorch {
 namespace {

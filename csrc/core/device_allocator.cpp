@@ -1,4 +1,4 @@
-#include "device_allocator.h"
+#include "core/core.h"
 
 #include <c10/core/Device.h>
 #include <c10/core/StorageImpl.h>
@@ -10,7 +10,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "streams.h"
 
 namespace kernel_pytorch {
 namespace {
