@@ -11,6 +11,8 @@
 
 #include "runtime.h"
 
+#include <functional>
+
 namespace kernel_pytorch {
 
 class MyAsicDeviceAllocator final : public c10::DeviceAllocator {
@@ -37,6 +39,13 @@ class MyAsicDeviceAllocator final : public c10::DeviceAllocator {
 };
 
 MyAsicDeviceAllocator& device_allocator();
+
+// Calls fn(used bytes, total bytes) of `device` (total minus free, as
+// mem_get_info reports them) after an allocation that took new device memory
+// while the device's use is at or above `threshold_bytes`: the memory
+// monitor's allocation-path check. Cached blocks reused cost nothing. One
+// watch per device; an empty fn removes it.
+void set_usage_watch(c10::DeviceIndex device, size_t threshold_bytes, std::function<void(size_t, size_t)> fn);
 
 // Grows or shrinks a device storage to `nbytes`, keeping the leading bytes
 // (Tensor.resize_, UntypedStorage.resize_).

@@ -8,6 +8,8 @@
 
 #include <c10/core/Stream.h>
 
+#include <string>
+
 #include "device_activity.h"
 #include "runtime.h"
 
@@ -45,7 +47,10 @@ bool launch_kernel(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args&
   activity::StreamWork work(activity::Kind::RuntimeKernel, activity::kernel_name(args), 0, stream);
   const kpdrError_t err = kernel(&args, native_stream(stream));
   if (err == KPDR_ERROR_NOT_SUPPORTED) return false;
-  KPDR_CHECK(err);
+  if (C10_UNLIKELY(err != KPDR_SUCCESS)) {
+    // Named "kernel <name>" so the error handler sees a kernel failure.
+    raise_runtime_error(err, (std::string("kernel ") + activity::kernel_name(args)).c_str(), __FILE__, __LINE__);
+  }
   work.submitted();
   note_work_submitted(stream);
   return true;

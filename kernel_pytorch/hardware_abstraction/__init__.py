@@ -43,6 +43,11 @@ _LAZY_EXPORTS: Dict[str, str] = {
     "explain_selection": "selection",
     "init_process_group_from_mesh": "process_groups",
     "process_group_backend_string": "process_groups",
+    "MemoryMonitor": "memory_monitor",
+    "MemoryEvent": "memory_monitor",
+    "device_memory_usage": "memory_monitor",
+    "set_error_handler": "error_handler",
+    "get_error_handler": "error_handler",
 }
 
 __all__ = [
