@@ -122,8 +122,8 @@ def run_world(world: int, args) -> list:
         "KP_BENCH_INIT": "file://" + os.path.join(workdir, "rendezvous"),
         "KP_BENCH_OUT": os.path.join(workdir, "results.json"),
         "KP_BENCH_PROGRESS": os.path.join(workdir, "progress"),
-        "MYASIC_DEVICE_COUNT": str(world),
-        "MYASIC_HOST_ADDRESSABLE": "1" if args.host_addressable else "0",
+        "MY_ASIC_DEVICE_COUNT": str(world),
+        "MY_ASIC_HOST_ADDRESSABLE": "1" if args.host_addressable else "0",
     })
     command = [sys.executable, os.path.abspath(__file__), "--rank-main",
                "--sizes-mib", *map(str, args.sizes_mib), "--iters", str(args.iters), "--warmup", str(args.warmup)]

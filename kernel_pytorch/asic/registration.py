@@ -73,10 +73,10 @@ def register_device(force: bool = False) -> bool:
     Returns:
         True when my_asic is registered after the call.
     """
-    from kernel_pytorch import _C, asic
+    from kernel_pytorch import _C, _env, asic
 
     if not force:
-        setting = os.environ.get("MY_ASIC_ENABLE", "")
+        setting = _env.getenv("MY_ASIC_ENABLE", "")
         if setting == "0":
             return False
         if setting != "1":
@@ -109,7 +109,8 @@ def register_device(force: bool = False) -> bool:
     from kernel_pytorch.asic._exit import register_exit_hook
 
     register_exit_hook()
+    _env.warn_old_names()  # the runtime reads its MY_ASIC_* settings itself, at first use
     if not _C._runtime_library():
         # The default runtime; register_custom_device may still replace it.
-        _C._set_runtime(os.environ.get("MY_ASIC_RUNTIME", BUNDLED_RUNTIME), "")
+        _C._set_runtime(_env.getenv("MY_ASIC_RUNTIME", BUNDLED_RUNTIME), "")
     return True

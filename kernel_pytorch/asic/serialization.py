@@ -36,7 +36,7 @@ def _check_target(obj: Any, location: str) -> None:
         f"were saved when map_location is not given), but this process has {count} "
         f"{DEVICE_NAME} device(s): {have}. Pass map_location='{DEVICE_NAME}:0' (any existing "
         f"index), a dict such as {{'{location}': '{DEVICE_NAME}:0'}}, or 'cpu'; "
-        f"MYASIC_DEVICE_COUNT sets how many devices the simulator has."
+        f"MY_ASIC_DEVICE_COUNT sets how many devices the simulator has."
     )
 
 

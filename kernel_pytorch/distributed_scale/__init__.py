@@ -3,6 +3,6 @@
 See docs/hardware_abstraction.md (the Hardware Abstraction Guide).
 """
 
-from .hardware_adapter import LEGACY_DEVICE_TYPE_ORDER, HardwareAdapter
+from .hardware_adapter import HardwareAdapter
 
-__all__ = ["HardwareAdapter", "LEGACY_DEVICE_TYPE_ORDER"]
+__all__ = ["HardwareAdapter"]

@@ -1,79 +1,61 @@
-"""``HardwareAdapter``: the device-selection entry point of ``kernel_pytorch.distributed_scale``.
+"""``HardwareAdapter``: the device-selection facade of ``kernel_pytorch.distributed_scale``.
 
-Two modes:
-
-* HAL mode (``HardwareAdapter(enable_hal=True)``): devices of every vendor come
-  from a :class:`~kernel_pytorch.hardware_abstraction.HardwareAbstractionLayer`,
-  discovered once and cached. Selection reads the cached figures, so
-  :meth:`HardwareAdapter.get_optimal_device_hal` costs microseconds; call
-  :meth:`HardwareAdapter.refresh` to re-read live free memory.
-* Legacy mode (``HardwareAdapter()``): only
-  :meth:`HardwareAdapter.get_optimal_device_placement` is offered, answered
-  from torch's own device APIs without the HAL. Calling a HAL method in legacy
-  mode raises ``RuntimeError``.
+HAL mode (``HardwareAdapter(enable_hal=True)``) chooses among the devices of every vendor a
+:class:`~kernel_pytorch.hardware_abstraction.HardwareAbstractionLayer` discovered once
+(selection reads cached figures: microseconds; :meth:`HardwareAdapter.refresh` re-reads free
+memory). Legacy mode (``HardwareAdapter()``) offers only
+:meth:`HardwareAdapter.get_optimal_device_placement`, among the devices torch itself sees.
+Both choose through :mod:`kernel_pytorch.hardware_abstraction.selection`.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from ..hardware_abstraction.hal_core import BYTES_PER_GB, DeviceSpec, HardwareAbstractionLayer
+from ..hardware_abstraction.hal_core import BYTES_PER_GB, DeviceSpec, HardwareCapabilities, HardwareVendor
 from ..hardware_abstraction.placement import (
-    MeshDescription,
-    StageAssignment,
-    WorkerAssignment,
-    device_mesh_description,
-    place_model_stages,
-    place_workload,
-)
+    MeshDescription, StageAssignment, WorkerAssignment, device_mesh_description, place_model_stages, place_workload)
+from ..hardware_abstraction.registry import HardwareAbstractionLayer, adapter_classes, vendor_priority
 from ..hardware_abstraction.selection import SelectionVerdict, VendorLike, explain_selection, select_device
+from ..hardware_abstraction.vendor_adapters.cpu import CpuAdapter
 
-__all__ = ["HardwareAdapter", "LEGACY_DEVICE_TYPE_ORDER"]
-
-#: Accelerator types legacy placement ranks, best first; the CPU always comes last.
-LEGACY_DEVICE_TYPE_ORDER: Tuple[str, ...] = ("cuda", "xpu", "mps", "my_asic")
+__all__ = ["HardwareAdapter"]
 
 _HAL_DISABLED = "HAL is disabled; construct HardwareAdapter(enable_hal=True)"
 
 
-def _host_available_bytes() -> int:
-    """Memory the host can give a new allocation without swapping, in bytes.
-
-    Linux's MemAvailable counts reclaimable page cache; other systems fall back
-    to free physical pages.
-    """
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+def _torch_view(vendor: HardwareVendor, device: torch.device, free_bytes: int) -> DeviceSpec:
+    """A device as torch alone describes it: its free memory, nothing else."""
+    free_gb = free_bytes / BYTES_PER_GB
+    caps = HardwareCapabilities(str(device), vendor, "", None, free_gb, free_gb, 0, None, {})
+    return DeviceSpec(vendor, device.index or 0, device, caps)
 
 
-def _torch_free_bytes_by_device() -> List[Tuple[torch.device, int]]:
-    """(device, free bytes) for every accelerator torch itself can see, in legacy order."""
-    found: List[Tuple[torch.device, int]] = []
-    for device_type in LEGACY_DEVICE_TYPE_ORDER:
+def _torch_devices() -> List[DeviceSpec]:
+    """Every device torch itself can use now, with free memory from torch, in adapter
+    priority order (one vendor per torch device type), the CPU last."""
+    found: List[DeviceSpec] = []
+    seen = {"cpu", None}
+    for cls in adapter_classes():
+        device_type = cls.device_type
+        if device_type in seen or cls.torch_support_missing() is not None:
+            continue
+        seen.add(device_type)
         if device_type == "mps":
-            if torch.backends.mps.is_available():
-                free = torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory()
-                found.append((torch.device("mps"), int(free)))
+            free = torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory()
+            found.append(_torch_view(cls.vendor, torch.device("mps"), int(free)))
             continue
-        module = getattr(torch, device_type, None)
-        if module is None or not module.is_available():
-            continue
+        module = getattr(torch, device_type)
         for index in range(module.device_count()):
             if hasattr(module, "mem_get_info"):
                 free, _total = module.mem_get_info(index)
             else:
                 free = module.get_device_properties(index).total_memory
-            found.append((torch.device(device_type, index), int(free)))
-    return found
+            found.append(_torch_view(cls.vendor, torch.device(device_type, index), int(free)))
+    host_free_bytes = int(CpuAdapter()._memory_gb()[1] * BYTES_PER_GB)  # MemAvailable, capped by cgroup
+    return found + [_torch_view(HardwareVendor.CPU, torch.device("cpu"), host_free_bytes)]
 
 
 class HardwareAdapter:
@@ -247,16 +229,18 @@ class HardwareAdapter:
     def get_optimal_device_placement(self, memory_gb: float, compute_tflops: float = 0.0) -> List[torch.device]:
         """Legacy contract: the torch devices with ``memory_gb`` GB (1e9 bytes) free, best first.
 
-        Works in both modes and never uses the HAL or a vendor library: free
+        Works in both modes and never runs HAL discovery or a vendor library: free
         memory comes from torch (``torch.<type>.mem_get_info``; total memory
         where a backend lacks it; ``torch.mps.recommended_max_memory`` minus
         what the MPS driver holds) and, for the CPU, from the OS
         (``MemAvailable``).
 
-        Order: accelerator types in :data:`LEGACY_DEVICE_TYPE_ORDER` (cuda,
+        Order: accelerator types in the HAL adapters' priority order (cuda,
         xpu, mps, my_asic), within a type most free memory first, then
-        ``torch.device("cpu")`` last. An empty list means nothing has enough
-        free memory.
+        ``torch.device("cpu")`` last; the ranking is
+        :func:`~kernel_pytorch.hardware_abstraction.selection.explain_selection`'s
+        with every vendor preferred in that order. An empty list means nothing
+        has enough free memory.
 
         ``compute_tflops`` must be >= 0 but is not checked: torch reports no
         peak throughput. Use :meth:`get_optimal_device_hal` (HAL mode) for
@@ -269,14 +253,8 @@ class HardwareAdapter:
         for name, value in (("memory_gb", memory_gb), ("compute_tflops", compute_tflops)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-        required_bytes = memory_gb * BYTES_PER_GB
-        accelerators = _torch_free_bytes_by_device()
-        type_rank = {device_type: rank for rank, device_type in enumerate(LEGACY_DEVICE_TYPE_ORDER)}
-        accelerators.sort(key=lambda item: (type_rank[item[0].type], -item[1], item[0].index or 0))
-        chosen = [device for device, free in accelerators if free >= required_bytes]
-        if _host_available_bytes() >= required_bytes:
-            chosen.append(torch.device("cpu"))
-        return chosen
+        verdicts = explain_selection(_torch_devices(), memory_gb, 0, dtype=None, preferred_vendors=vendor_priority())
+        return [verdict.device.device for verdict in verdicts if verdict.accepted]
 
     def __repr__(self) -> str:
         return f"HardwareAdapter(enable_hal={self._enable_hal})"

@@ -1,8 +1,8 @@
 """Hardware Abstraction Layer: discover accelerators of any vendor and describe them alike.
 
-Importing this package is cheap: it loads only the core types.  Vendor adapters, the
-peak-throughput tables and the selection helpers load on first attribute access, and
-vendor runtimes (pynvml, amdsmi, pyopencl, ...) only inside an adapter's discovery.
+Importing this package is cheap: it loads the core types and the adapter registry; the
+adapters and peak tables load when the registry is first asked, the other helpers on
+first attribute access, vendor runtimes (pynvml, amdsmi, ...) only inside discovery.
 
     >>> import kernel_pytorch.hardware_abstraction as hal
     >>> for spec in hal.HardwareAbstractionLayer().discover():
@@ -16,51 +16,33 @@ from typing import Any, Dict
 
 from .hal_core import (
     BYTES_PER_GB,
+    BYTES_PER_GIB,
     PRECISIONS,
     DeviceLink,
     DeviceSpec,
-    HardwareAbstractionLayer,
     HardwareCapabilities,
     HardwareVendor,
     VendorAdapter,
     precision_key,
 )
+from .registry import ENTRY_POINT_GROUP, HardwareAbstractionLayer, adapter_class, default_adapters
 
 # Public name -> submodule that defines it; resolved on first access (PEP 562) so that
 # `import kernel_pytorch.hardware_abstraction` does not pay for what it does not use.
 _LAZY_EXPORTS: Dict[str, str] = {
-    "default_adapters": "vendor_adapters",
-    "auto_detect_best_adapter": "vendor_adapters",
-    "NvidiaAdapter": "vendor_adapters",
-    "AmdAdapter": "vendor_adapters",
-    "IntelAdapter": "vendor_adapters",
-    "CpuAdapter": "vendor_adapters",
-    "CustomAsicAdapter": "vendor_adapters",
-    "OpenCLAdapter": "vendor_adapters",
-    "AppleMpsAdapter": "vendor_adapters",
+    **dict.fromkeys(["auto_detect_best_adapter", "NvidiaAdapter", "AmdAdapter", "IntelAdapter", "CpuAdapter",
+                     "CustomAsicAdapter", "OpenCLAdapter", "AppleMpsAdapter"], "vendor_adapters"),
     "theoretical_peak_tflops": "peak_flops",
-    "select_device": "selection",
-    "explain_selection": "selection",
-    "init_process_group_from_mesh": "process_groups",
-    "process_group_backend_string": "process_groups",
-    "MemoryMonitor": "memory_monitor",
-    "MemoryEvent": "memory_monitor",
-    "device_memory_usage": "memory_monitor",
-    "set_error_handler": "error_handler",
-    "get_error_handler": "error_handler",
+    **dict.fromkeys(["select_device", "explain_selection"], "selection"),
+    **dict.fromkeys(["init_process_group_from_mesh", "process_group_backend_string"], "process_groups"),
+    **dict.fromkeys(["MemoryMonitor", "MemoryEvent", "device_memory_usage"], "memory_monitor"),
+    **dict.fromkeys(["set_error_handler", "get_error_handler"], "error_handler"),
 }
 
 __all__ = [
-    "BYTES_PER_GB",
-    "PRECISIONS",
-    "DeviceLink",
-    "DeviceSpec",
-    "HardwareAbstractionLayer",
-    "HardwareCapabilities",
-    "HardwareVendor",
-    "VendorAdapter",
-    "precision_key",
-    *_LAZY_EXPORTS,
+    "BYTES_PER_GB", "BYTES_PER_GIB", "ENTRY_POINT_GROUP", "adapter_class", "default_adapters", "PRECISIONS",
+    "DeviceLink", "DeviceSpec", "HardwareAbstractionLayer", "HardwareCapabilities", "HardwareVendor",
+    "VendorAdapter", "precision_key", *_LAZY_EXPORTS,
 ]
 
 

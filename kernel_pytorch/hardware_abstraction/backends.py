@@ -1,18 +1,16 @@
 """Backend-level device API on top of the HAL: which torch backend to run on, with fallback.
 
-A *backend* is a torch device type plus the vendor behind it (``cuda`` for
-NVIDIA, ``rocm`` for AMD, which torch also addresses as ``cuda``, ``xpu``,
-``mps``, ``custom`` for kernel_pytorch's ``my_asic``, ``opencl``, ``cpu``).
-Everything here reads the devices a :class:`HardwareAbstractionLayer`
-discovered; the only extra checks are torch-level ones (is this torch build
-able to use the devices the vendor library found?), so e.g. an NVIDIA GPU
-seen through NVML under a CPU-only torch build is reported, but not offered.
-
-Fallback order (:data:`BACKEND_PRIORITY`): CUDA, ROCm, XPU, MPS, Custom,
-OpenCL, CPU. OpenCL devices are listed for information but torch cannot hold
-tensors on them, so :func:`init_backend` always skips them. A backend whose
-devices are all simulated (my_asic on its bundled simulator, which runs on the
-host CPU) comes after the CPU for AUTO; asking for it by name still gets it.
+A *backend* is one vendor adapter seen from torch, named by the adapter's ``backend``
+attribute (``cuda`` for NVIDIA, ``rocm`` for AMD, which torch also addresses as
+``cuda``, ``xpu``, ``mps``, ``custom`` for kernel_pytorch's ``my_asic``, ``opencl``,
+``cpu``); :data:`BACKEND_PRIORITY`, the order AUTO tries them in, is the adapters'
+priority order. A backend is available when the HAL found devices *and* the adapter's
+torch-level check passes (an NVIDIA GPU seen through NVML under a CPU-only torch is
+reported, but not offered; OpenCL devices never are). Choosing is one call of
+:func:`~.selection.explain_selection` over the available backends' devices, with the
+backends' vendors as the preference order. A backend whose devices are all simulated
+(my_asic on its bundled simulator, which runs on the host CPU) comes after the CPU for
+AUTO; asking for it by name still gets it.
 """
 
 from __future__ import annotations
@@ -20,98 +18,74 @@ from __future__ import annotations
 import enum
 import logging
 import sys
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, TextIO, Tuple, Union
+from dataclasses import dataclass
+from typing import Dict, List, Optional, TextIO, Tuple, Type, Union
 
 import torch
 
-from .hal_core import BYTES_PER_GB, DeviceSpec, HardwareAbstractionLayer, HardwareVendor
+from .hal_core import BYTES_PER_GB, BYTES_PER_GIB, DeviceSpec, HardwareVendor, VendorAdapter
+from .registry import HardwareAbstractionLayer, adapter_classes
+from .selection import explain_selection
 
 __all__ = [
-    "BackendPreference",
-    "BACKEND_PRIORITY",
-    "BackendInfo",
-    "BackendSelection",
-    "InsufficientDeviceMemoryError",
-    "discover_backends",
-    "best_available_backend",
-    "format_backend_summary",
-    "print_backend_summary",
-    "select_backend",
-    "init_backend",
-    "init_backend_with_memory_check",
+    "BackendPreference", "BACKEND_PRIORITY", "BackendInfo", "BackendSelection", "InsufficientDeviceMemoryError",
+    "discover_backends", "best_available_backend", "format_backend_summary", "print_backend_summary",
+    "select_backend", "init_backend", "init_backend_with_memory_check",
 ]
 
 logger = logging.getLogger(__name__)
 
-_GIB = 1024**3
 
-
-class BackendPreference(str, enum.Enum):
+class _Backend(str, enum.Enum):
     """Which backend a script asks for; AUTO takes the best available one."""
 
-    AUTO = "auto"
-    CPU = "cpu"
-    CUDA = "cuda"
-    ROCM = "rocm"
-    XPU = "xpu"
-    MPS = "mps"
-    OPENCL = "opencl"
-    CUSTOM = "custom"
-
     @classmethod
-    def parse(cls, value: Union[str, "BackendPreference"]) -> "BackendPreference":
-        """Case-insensitive lookup by value or name; ``my_asic`` is accepted for CUSTOM."""
+    def parse(cls, value: Union[str, "_Backend"]) -> "_Backend":
+        """Case-insensitive lookup by backend name, or by a vendor name or alias
+        (``my_asic`` gives CUSTOM, ``nvidia`` CUDA)."""
         if isinstance(value, cls):
             return value
         key = str(value).strip().lower()
-        if key == "my_asic":
-            return cls.CUSTOM
-        for member in cls:
-            if key == member.value:
-                return member
-        raise ValueError(
-            f"unknown backend {value!r}; use one of: {', '.join(m.value for m in cls)} (or my_asic)"
-        )
+        if key in _ADAPTERS or key == "auto":
+            return cls(key)
+        try:
+            vendor = HardwareVendor.parse(key)
+        except ValueError:
+            vendor = None
+        member = next((m for m in BACKEND_PRIORITY if m.vendor is vendor), None)
+        if member is None:
+            raise ValueError(f"unknown backend {value!r}; use one of: {', '.join(['auto', *sorted(_ADAPTERS)])} "
+                             f"(or a vendor name such as my_asic)")
+        return member
+
+    @property
+    def adapter_class(self) -> Type[VendorAdapter]:
+        """The registered adapter behind this backend (not defined for AUTO)."""
+        if self.value == "auto":
+            raise ValueError("BackendPreference.AUTO stands for every backend; it has no single vendor")
+        return _ADAPTERS[self.value]
 
     @property
     def vendor(self) -> HardwareVendor:
         """The HAL vendor whose devices make up this backend (not defined for AUTO)."""
-        if self is BackendPreference.AUTO:
-            raise ValueError("BackendPreference.AUTO stands for every backend; it has no single vendor")
-        return _BACKEND_VENDOR[self]
+        return self.adapter_class.vendor
 
 
-_BACKEND_VENDOR = {
-    BackendPreference.CUDA: HardwareVendor.NVIDIA,
-    BackendPreference.ROCM: HardwareVendor.AMD,
-    BackendPreference.XPU: HardwareVendor.INTEL,
-    BackendPreference.MPS: HardwareVendor.APPLE,
-    BackendPreference.CUSTOM: HardwareVendor.CUSTOM_ASIC,
-    BackendPreference.OPENCL: HardwareVendor.OPENCL,
-    BackendPreference.CPU: HardwareVendor.CPU,
-}
-
+_ADAPTERS: Dict[str, Type[VendorAdapter]] = {cls.backend or cls.vendor.value: cls for cls in adapter_classes()}
+#: AUTO plus one member per registered adapter, named by its ``backend`` (``CUDA``, ``CUSTOM``).
+BackendPreference = _Backend("BackendPreference", [("AUTO", "auto")] + [(name.upper(), name) for name in _ADAPTERS],
+                             module=__name__, qualname="BackendPreference")
 #: Order AUTO tries backends in, and the order explicit preferences fall back in.
-BACKEND_PRIORITY: Tuple[BackendPreference, ...] = (
-    BackendPreference.CUDA,
-    BackendPreference.ROCM,
-    BackendPreference.XPU,
-    BackendPreference.MPS,
-    BackendPreference.CUSTOM,
-    BackendPreference.OPENCL,
-    BackendPreference.CPU,
-)
+BACKEND_PRIORITY: Tuple[BackendPreference, ...] = tuple(BackendPreference(name) for name in _ADAPTERS)
 
 
 @dataclass(frozen=True)
 class BackendInfo:
     """One backend as found on this machine.
 
-    ``available`` means torch can run on at least one of ``devices`` now;
-    otherwise ``reason`` says why not (library missing, no device, torch build
-    without that backend, ...). ``devices`` lists what the HAL found even when
-    torch cannot use it.
+    ``available`` means torch can run on at least one of ``devices`` now; otherwise
+    ``reason`` says why not. ``devices`` lists what the HAL found even when torch
+    cannot use it.
     """
 
     name: BackendPreference
@@ -127,15 +101,12 @@ class BackendInfo:
     @property
     def best_device(self) -> Optional[DeviceSpec]:
         """The device with the most free memory (lowest index on ties); None without devices."""
-        if not self.devices:
-            return None
-        return min(self.devices, key=lambda spec: (-spec.capabilities.memory_free_gb, spec.index))
+        return min(self.devices, key=lambda spec: (-spec.capabilities.memory_free_gb, spec.index), default=None)
 
     @property
     def torch_device(self) -> Optional[torch.device]:
         """``best_device.device`` when the backend is available, else None."""
-        best = self.best_device
-        return best.device if self.available and best is not None else None
+        return self.best_device.device if self.available and self.devices else None
 
 
 @dataclass(frozen=True)
@@ -145,7 +116,7 @@ class BackendSelection:
     backend: BackendInfo
     device: torch.device
     requested: BackendPreference
-    skipped: Tuple[Tuple[BackendPreference, str], ...] = field(default_factory=tuple)
+    skipped: Tuple[Tuple[BackendPreference, str], ...] = ()
 
     @property
     def fell_back(self) -> bool:
@@ -169,42 +140,9 @@ _shared_hal: Optional[HardwareAbstractionLayer] = None
 def _resolve_hal(hal: Optional[HardwareAbstractionLayer]) -> HardwareAbstractionLayer:
     """The caller's HAL, or one process-wide HAL so repeated calls reuse its cached discovery."""
     global _shared_hal
-    if hal is not None:
-        return hal
-    if _shared_hal is None:
+    if hal is None and _shared_hal is None:
         _shared_hal = HardwareAbstractionLayer()
-    return _shared_hal
-
-
-def _torch_support_missing(backend: BackendPreference) -> Optional[str]:
-    """Why this torch build cannot run on the backend's devices, or None if it can.
-
-    Called only for backends whose devices the HAL found, so a machine without
-    (say) a GPU never probes the CUDA runtime here.
-    """
-    if backend is BackendPreference.CPU:
-        return None
-    if backend is BackendPreference.OPENCL:
-        return "torch has no OpenCL backend; OpenCL devices cannot hold torch tensors"
-    if backend is BackendPreference.CUDA:
-        if torch.version.cuda is None:
-            return f"this torch build ({torch.__version__}) has no CUDA support"
-        return None if torch.cuda.is_available() else "torch.cuda.is_available() is False"
-    if backend is BackendPreference.ROCM:
-        if torch.version.hip is None:
-            return f"this torch build ({torch.__version__}) has no ROCm support"
-        return None if torch.cuda.is_available() else "torch.cuda.is_available() is False (ROCm)"
-    if backend is BackendPreference.XPU:
-        xpu = getattr(torch, "xpu", None)
-        return None if xpu is not None and xpu.is_available() else "torch.xpu.is_available() is False"
-    if backend is BackendPreference.MPS:
-        return None if torch.backends.mps.is_available() else "torch.backends.mps.is_available() is False"
-    if backend is BackendPreference.CUSTOM:
-        my_asic = getattr(torch, "my_asic", None)
-        if my_asic is None:
-            return "kernel_pytorch my_asic extension not built/registered"
-        return None if my_asic.is_available() else "torch.my_asic.is_available() is False"
-    raise ValueError(f"no torch support check for backend {backend!r}")
+    return hal if hal is not None else _shared_hal
 
 
 def discover_backends(hal: Optional[HardwareAbstractionLayer] = None) -> List[BackendInfo]:
@@ -214,71 +152,93 @@ def discover_backends(hal: Optional[HardwareAbstractionLayer] = None) -> List[Ba
         hal: the HAL to read; None uses one process-wide HAL (discovered once).
     """
     hal = _resolve_hal(hal)
-    by_vendor = hal.devices_by_vendor()
-    unavailable = hal.unavailable_vendors()
+    by_vendor, unavailable = hal.devices_by_vendor(), hal.unavailable_vendors()
     adapter_vendors = {adapter.vendor for adapter in hal.adapters}
     infos = []
     for backend in BACKEND_PRIORITY:
         vendor = backend.vendor
         devices = tuple(by_vendor.get(vendor, ()))
-        if not devices:
-            if vendor in unavailable:
-                reason = unavailable[vendor]
-            elif vendor not in adapter_vendors:
-                reason = f"no {vendor.value} adapter in this HardwareAbstractionLayer"
-            else:
-                reason = f"no {vendor.value} devices found"
-            infos.append(BackendInfo(backend, False, reason, ()))
-            continue
-        missing = _torch_support_missing(backend)
-        infos.append(BackendInfo(backend, missing is None, missing, devices))
+        if devices:
+            missing = backend.adapter_class.torch_support_missing()
+            infos.append(BackendInfo(backend, missing is None, missing, devices))
+        elif vendor not in adapter_vendors:
+            infos.append(BackendInfo(backend, False, f"no {vendor.value} adapter in this HardwareAbstractionLayer"))
+        else:
+            infos.append(BackendInfo(backend, False, unavailable.get(vendor, f"no {vendor.value} devices found")))
     return infos
 
 
-def _auto_order(infos: List[BackendInfo]) -> List[BackendInfo]:
-    """Priority order with simulated backends moved behind the real ones (the CPU included)."""
-    return [info for info in infos if not info.simulated] + [info for info in infos if info.simulated]
+def _candidate_order(preference: BackendPreference, strict: bool,
+                     infos: Dict[BackendPreference, BackendInfo]) -> List[BackendPreference]:
+    """Priority order with simulated backends behind the real ones (the CPU included);
+    an explicit preference first (alone with ``strict``)."""
+    ranked = sorted(BACKEND_PRIORITY, key=lambda backend: infos[backend].simulated)
+    if preference is BackendPreference.AUTO:
+        return ranked
+    return [preference] + ([] if strict else [backend for backend in ranked if backend is not preference])
+
+
+def _choose(preference: BackendPreference, hal: Optional[HardwareAbstractionLayer], strict: bool,
+            required_bytes: int = 0) -> Tuple[Optional[BackendSelection], list, List[DeviceSpec]]:
+    """(selection or None, the backends passed over with why, the available candidates' devices)."""
+    infos = {info.name: info for info in discover_backends(hal)}
+    order = _candidate_order(preference, strict, infos)
+    usable = [spec for backend in order if infos[backend].available for spec in infos[backend].devices]
+    verdicts = explain_selection(usable, required_bytes / BYTES_PER_GB, 0, dtype=None,
+                                 preferred_vendors=[backend.vendor for backend in order])
+    chosen = verdicts[0].device if verdicts and verdicts[0].accepted else None
+    skipped: List[Tuple[BackendPreference, str]] = []
+    for backend in order:
+        info = infos[backend]
+        if chosen is not None and chosen.vendor is backend.vendor:
+            selection = BackendSelection(info, chosen.device, preference, tuple(skipped))
+            if selection.fell_back:
+                logger.warning("backend %s unavailable, falling back to %s", preference.value, backend.value)
+            return selection, skipped, usable
+        free_bytes = int(info.best_device.capabilities.memory_free_gb * BYTES_PER_GB) if info.available else 0
+        reason = f"{info.best_device.device} has {free_bytes} bytes free" if info.available else info.reason
+        logger.info("skipping backend %s: %s", backend.value, reason)
+        skipped.append((backend, reason))
+    return None, skipped, usable
+
+
+def _no_backend(preference: BackendPreference, strict: bool, skipped) -> RuntimeError:
+    detail = "; ".join(f"{backend.value}: {reason}" for backend, reason in skipped)
+    if strict:
+        return RuntimeError(f"backend {preference.value} is not available ({detail}); pass strict=False to fall back")
+    return RuntimeError(f"no usable backend for {preference.value} ({detail})")
 
 
 def best_available_backend(hal: Optional[HardwareAbstractionLayer] = None) -> BackendInfo:
-    """The first available backend in priority order (CPU when nothing else is); a
-    simulated backend only when no real one is available.
+    """The backend AUTO selects: the first available one in priority order (CPU when
+    nothing else is), a simulated one only when no real one is available.
 
     Raises:
         RuntimeError: no backend is available at all (only possible with a HAL
             built without the CPU adapter).
     """
-    for info in _auto_order(discover_backends(hal)):
-        if info.available:
-            return info
-    raise RuntimeError(
-        "no backend is available; construct the HardwareAbstractionLayer with a CpuAdapter "
-        "(the default adapters include one)"
-    )
+    selection, skipped, _ = _choose(BackendPreference.AUTO, hal, False)
+    if selection is None:
+        raise RuntimeError(f"no backend is available ({_no_backend(BackendPreference.AUTO, False, skipped)}); "
+                           f"construct the HardwareAbstractionLayer with a CpuAdapter (the default adapters include one)")
+    return selection.backend
 
 
 def format_backend_summary(hal: Optional[HardwareAbstractionLayer] = None) -> str:
     """The text :func:`print_backend_summary` prints."""
-    infos = discover_backends(hal)
     lines = ["Backends (priority order):"]
-    for info in infos:
-        mark = "\u2713" if info.available else "\u2717"
+    for info in discover_backends(hal):
         suffix = f"{len(info.devices)} device(s)" if info.available else info.reason
         if info.simulated:
             suffix += ", simulated on the host CPU (not preferred; ask for it by name)"
-        lines.append(f"  {mark} {info.name.value:<7} {suffix}")
-        for spec in info.devices:
-            caps = spec.capabilities
-            where = spec.label
-            lines.append(
-                f"      {where:<10} {spec.name}: {caps.memory_total_gb:.1f} GB total, "
-                f"{caps.memory_free_gb:.1f} GB free"
-            )
-    recommended = next((info for info in _auto_order(infos) if info.available), None)
-    if recommended is None:
+        lines.append(f"  {chr(0x2713) if info.available else chr(0x2717)} {info.name.value:<7} {suffix}")
+        lines += [f"      {spec.label:<10} {spec.name}: {spec.capabilities.memory_total_gb:.1f} GB total, "
+                  f"{spec.capabilities.memory_free_gb:.1f} GB free" for spec in info.devices]
+    try:
+        best = best_available_backend(hal)
+        lines.append(f"Recommended backend: {best.name.value} ({best.torch_device})")
+    except RuntimeError:
         lines.append("Recommended backend: none available")
-    else:
-        lines.append(f"Recommended backend: {recommended.name.value} ({recommended.torch_device})")
     return "\n".join(lines)
 
 
@@ -288,16 +248,6 @@ def print_backend_summary(hal: Optional[HardwareAbstractionLayer] = None, file: 
     print(format_backend_summary(hal), file=file if file is not None else sys.stdout)
 
 
-def _candidate_order(preference: BackendPreference, strict: bool,
-                     infos: Dict[BackendPreference, BackendInfo]) -> List[BackendPreference]:
-    auto = [info.name for info in _auto_order([infos[backend] for backend in BACKEND_PRIORITY])]
-    if preference is BackendPreference.AUTO:
-        return auto
-    if strict:
-        return [preference]
-    return [preference] + [backend for backend in auto if backend is not preference]
-
-
 def select_backend(
     preference: Union[str, BackendPreference] = BackendPreference.AUTO,
     hal: Optional[HardwareAbstractionLayer] = None,
@@ -305,30 +255,19 @@ def select_backend(
 ) -> BackendSelection:
     """Choose a backend and device, recording why each earlier candidate was skipped.
 
-    AUTO tries :data:`BACKEND_PRIORITY` in order, simulated backends after the
-    CPU. An explicit preference is tried first, then the others in that order,
-    unless ``strict``.
+    AUTO tries :data:`BACKEND_PRIORITY` in order, simulated backends after the CPU. An
+    explicit preference is tried first, then the others in that order, unless
+    ``strict``. Within the backend the device with the most free memory (GB) wins.
 
     Raises:
-        RuntimeError: nothing usable (with ``strict``: the preferred backend is
-            not usable); the message carries the reasons.
+        RuntimeError: nothing usable (with ``strict``: the preferred backend is not
+            usable); the message carries the reasons.
     """
     preference = BackendPreference.parse(preference)
-    infos = {info.name: info for info in discover_backends(hal)}
-    skipped: List[Tuple[BackendPreference, str]] = []
-    for backend in _candidate_order(preference, strict, infos):
-        info = infos[backend]
-        if info.available:
-            selection = BackendSelection(info, info.torch_device, preference, tuple(skipped))
-            if selection.fell_back:
-                logger.warning("backend %s unavailable, falling back to %s", preference.value, backend.value)
-            return selection
-        logger.info("skipping backend %s: %s", backend.value, info.reason)
-        skipped.append((backend, info.reason))
-    detail = "; ".join(f"{backend.value}: {reason}" for backend, reason in skipped)
-    if strict:
-        raise RuntimeError(f"backend {preference.value} is not available ({detail}); pass strict=False to fall back")
-    raise RuntimeError(f"no usable backend ({detail})")
+    selection, skipped, _ = _choose(preference, hal, strict)
+    if selection is None:
+        raise _no_backend(preference, strict, skipped)
+    return selection
 
 
 def init_backend(
@@ -336,12 +275,8 @@ def init_backend(
     hal: Optional[HardwareAbstractionLayer] = None,
     strict: bool = False,
 ) -> torch.device:
-    """The torch.device to run on for ``preference``, with fallback (see :func:`select_backend`).
-
-    Within the chosen backend the device with the most free memory is returned.
-    Skipped backends are logged (INFO per skip, WARNING when an explicit
-    preference falls back).
-    """
+    """The torch.device :func:`select_backend` chooses; skipped backends are logged (INFO
+    per skip, WARNING when an explicit preference falls back)."""
     return select_backend(preference, hal, strict).device
 
 
@@ -353,17 +288,15 @@ def init_backend_with_memory_check(
 ) -> torch.device:
     """Like :func:`init_backend`, but only accept a device with ``required_bytes`` free.
 
-    Live free memory is re-read (``hal.refresh()``) first. Candidates are the
-    available backends in :func:`select_backend`'s order; within a backend the
-    device with the most free memory is tried.
+    Live free memory is re-read (``hal.refresh()``) first; candidates are tried in
+    :func:`select_backend`'s order.
 
     Args:
-        required_bytes: bytes the job needs, e.g.
-            ``estimate_inference_memory(...).total_bytes``.
+        required_bytes: bytes the job needs, e.g. ``estimate_inference_memory(...).total_bytes``.
 
     Raises:
-        InsufficientDeviceMemoryError: no candidate has enough free memory; the
-            message gives the shortfall in bytes and GiB.
+        InsufficientDeviceMemoryError: no candidate has enough free memory; the message
+            gives the shortfall in bytes and GiB (2^30 bytes).
         RuntimeError: no candidate backend is usable at all.
     """
     if isinstance(required_bytes, bool) or not isinstance(required_bytes, int) or required_bytes < 0:
@@ -371,30 +304,17 @@ def init_backend_with_memory_check(
     preference = BackendPreference.parse(preference)
     hal = _resolve_hal(hal)
     hal.refresh()
-    infos = {info.name: info for info in discover_backends(hal)}
-    best_seen: Optional[Tuple[int, DeviceSpec]] = None
-    reasons = []
-    for backend in _candidate_order(preference, strict, infos):
-        info = infos[backend]
-        if not info.available:
-            reasons.append(f"{backend.value}: {info.reason}")
-            continue
-        spec = info.best_device
-        free_bytes = int(spec.capabilities.memory_free_gb * BYTES_PER_GB)
-        if free_bytes >= required_bytes:
-            return spec.device
-        reasons.append(f"{backend.value}: {spec.device} has {free_bytes} bytes free")
-        if best_seen is None or free_bytes > best_seen[0]:
-            best_seen = (free_bytes, spec)
-    if best_seen is None:
-        raise RuntimeError(f"no usable backend for {preference.value} ({'; '.join(reasons)})")
-    free_bytes, spec = best_seen
-    shortfall = required_bytes - free_bytes
+    selection, skipped, usable = _choose(preference, hal, strict, required_bytes)
+    if selection is not None:
+        return selection.device
+    if not usable:
+        raise _no_backend(preference, strict, skipped)
+    spec = max(usable, key=lambda candidate: candidate.capabilities.memory_free_gb)
+    free_bytes = int(spec.capabilities.memory_free_gb * BYTES_PER_GB)
+    short = required_bytes - free_bytes
     raise InsufficientDeviceMemoryError(
-        f"need {required_bytes} bytes ({required_bytes / _GIB:.2f} GiB) free but the most free memory is "
-        f"{free_bytes} bytes ({free_bytes / _GIB:.2f} GiB) on {spec.device}: short by {shortfall} bytes "
-        f"({shortfall / _GIB:.2f} GiB). Tried {'; '.join(reasons)}. Use a smaller model, fewer bytes per "
-        f"parameter or a shorter max_seq_len, or free device memory",
-        required_bytes,
-        free_bytes,
-    )
+        f"need {required_bytes} bytes ({required_bytes / BYTES_PER_GIB:.2f} GiB) free but the most free memory is "
+        f"{free_bytes} bytes ({free_bytes / BYTES_PER_GIB:.2f} GiB) on {spec.device}: short by {short} bytes "
+        f"({short / BYTES_PER_GIB:.2f} GiB). Tried {'; '.join(f'{b.value}: {r}' for b, r in skipped)}. Use a smaller "
+        f"model, fewer bytes per parameter or a shorter max_seq_len, or free device memory",
+        required_bytes, free_bytes)

@@ -1,14 +1,16 @@
 """Core types of the Hardware Abstraction Layer (HAL).
 
 A :class:`VendorAdapter` turns one vendor's discovery API into :class:`DeviceSpec`
-records that carry :class:`HardwareCapabilities`; :class:`HardwareAbstractionLayer`
-runs every adapter and caches the result.  Nothing here imports a vendor runtime:
-adapters do that lazily inside ``discover_devices`` so that importing the HAL on a
-machine without (say) an NVIDIA driver costs nothing and creates no CUDA context.
+records that carry :class:`HardwareCapabilities`, and carries the vendor's facts (torch
+device type, process-group backend, aliases, priority) as class attributes.  This module
+is the leaf of the HAL: it imports nothing else of kernel_pytorch.  The registry above it
+(``registry.py``) loads the adapters and runs them; adapters import vendor runtimes lazily
+inside ``discover_devices``, so importing the HAL costs nothing and creates no CUDA context.
 
-Units used throughout: memory in GB = 1e9 bytes (decimal, as vendors' datasheets);
-peak throughput in TFLOPS = 1e12 floating-point operations per second (TOPS for int8),
-dense (no structured sparsity), theoretical.
+Units used throughout: memory in GB = 1e9 bytes (decimal, as vendors' datasheets; names
+end in ``_gb``), or GiB = 2^30 bytes where a name ends in ``_gib``; peak throughput in
+TFLOPS = 1e12 floating-point operations per second (TOPS for int8), dense (no structured
+sparsity), theoretical.
 """
 
 from __future__ import annotations
@@ -16,25 +18,30 @@ from __future__ import annotations
 import abc
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
 
 __all__ = [
-    "HardwareVendor",
-    "PRECISIONS",
-    "precision_key",
-    "DeviceLink",
-    "HardwareCapabilities",
-    "DeviceSpec",
-    "VendorAdapter",
-    "HardwareAbstractionLayer",
-    "BYTES_PER_GB",
+    "HardwareVendor", "PRECISIONS", "precision_key", "DeviceLink", "HardwareCapabilities", "DeviceSpec",
+    "VendorAdapter", "BYTES_PER_GB", "BYTES_PER_GIB",
 ]
 
 #: Decimal gigabyte, the unit vendors print on datasheets (an "80 GB" H100 has 85.0e9 bytes
-#: of HBM, of which the driver exposes ~79.6 GiB = 85.5 GB).
+#: of HBM, of which the driver exposes ~79.6 GiB = 85.5 GB).  Names ending in ``_gb``.
 BYTES_PER_GB = 1e9
+#: Binary gibibyte (2^30 bytes), the unit of allocators and of ``free -g``.  Names ending
+#: in ``_gib``.
+BYTES_PER_GIB = 2**30
+
+# Alias -> vendor lookup, installed by the adapter registry so that this leaf need not import it.
+_vendor_aliases: Callable[[], Mapping[str, "HardwareVendor"]] = dict
+
+
+def install_vendor_aliases(lookup: Callable[[], Mapping[str, "HardwareVendor"]]) -> None:
+    """Called once by the adapter registry: where :meth:`HardwareVendor.parse` finds aliases."""
+    global _vendor_aliases
+    _vendor_aliases = lookup
 
 
 class HardwareVendor(str, enum.Enum):
@@ -59,9 +66,9 @@ class HardwareVendor(str, enum.Enum):
     def parse(cls, value: Union[str, "HardwareVendor"]) -> "HardwareVendor":
         """Return the vendor named by ``value`` (case-insensitive).
 
-        Besides the enum values, torch device-type names are accepted: ``cuda`` -> NVIDIA,
-        ``rocm``/``hip`` -> AMD, ``xpu`` -> INTEL, ``mps`` -> APPLE and
-        ``my_asic``/``asic``/``custom``/``privateuseone`` -> CUSTOM_ASIC.
+        Besides the enum values, each adapter's ``aliases`` are accepted (the torch
+        device-type names: ``cuda`` -> NVIDIA, ``rocm``/``hip`` -> AMD, ``xpu`` -> INTEL,
+        ``mps`` -> APPLE, ``my_asic``/``custom``/... -> CUSTOM_ASIC).
 
         Raises:
             ValueError: for an unknown name; the message lists every accepted name.
@@ -77,26 +84,13 @@ class HardwareVendor(str, enum.Enum):
         for vendor in cls:
             if key in (vendor.value, vendor.name.lower()):
                 return vendor
-        if key in _VENDOR_ALIASES:
-            return cls(_VENDOR_ALIASES[key])
-        accepted = sorted({v.value for v in cls} | set(_VENDOR_ALIASES))
+        aliases = _vendor_aliases()
+        if key in aliases:
+            return aliases[key]
+        accepted = sorted({v.value for v in cls} | set(aliases))
         raise ValueError(
             f"unknown hardware vendor {value!r}; use one of: {', '.join(accepted)}"
         )
-
-
-# Aliases are the torch device-type / runtime names people actually type.
-_VENDOR_ALIASES: Dict[str, str] = {
-    "cuda": "nvidia",
-    "rocm": "amd",
-    "hip": "amd",
-    "xpu": "intel",
-    "mps": "apple",
-    "my_asic": "custom_asic",
-    "asic": "custom_asic",
-    "custom": "custom_asic",
-    "privateuseone": "custom_asic",
-}
 
 #: Canonical precision keys, widest first.  ``tf32`` is fp32 storage computed on matrix
 #: units with a 10-bit mantissa; ``int8`` figures are TOPS, not TFLOPS.
@@ -248,14 +242,41 @@ class DeviceSpec:
 
 
 class VendorAdapter(abc.ABC):
-    """Discovers one vendor's devices.
+    """Discovers one vendor's devices and states the vendor's facts.
 
-    Subclasses set the class attribute ``vendor`` and implement :meth:`discover_devices`.
-    A missing library, driver or device is not an error: discovery returns ``[]`` and
-    records why in ``self._unavailable_reason`` so callers can tell the user.
+    Subclasses implement :meth:`discover_devices` and set the class attributes below;
+    the HAL's tables (vendor aliases, backend and selection order, process-group
+    backends) are derived from them, so a vendor is described in one place.  A missing
+    library, driver or device is not an error: discovery returns ``[]`` and records why
+    in ``self._unavailable_reason`` so callers can tell the user.
     """
 
     vendor: HardwareVendor
+    #: torch device type of the vendor's devices (``"cuda"``); None if torch has none (OpenCL).
+    device_type: Optional[str] = None
+    #: Its name in ``backends.BackendPreference`` (``"rocm"``); "" means the vendor's value.
+    backend: str = ""
+    #: ``torch.distributed`` backend for collectives on ``device_type`` (``"nccl"``).
+    process_group_backend: Optional[str] = None
+    #: Other names :meth:`HardwareVendor.parse` accepts for the vendor (lower case).
+    aliases: Tuple[str, ...] = ()
+    #: Discovery and selection order: higher first; the host CPU comes last.
+    priority: int = 0
+    #: ``torch.version`` attribute a torch build needs for these devices (``"cuda"``, ``"hip"``).
+    torch_build: Optional[str] = None
+
+    @classmethod
+    def torch_support_missing(cls) -> Optional[str]:
+        """Why this torch cannot run on the vendor's devices now (a build without
+        ``torch_build``, ``torch.<device_type>.is_available()`` False), or None if it can."""
+        if cls.device_type is None:
+            return f"torch has no {cls.vendor.value} backend; its devices cannot hold torch tensors"
+        if cls.torch_build and getattr(torch.version, cls.torch_build, None) is None:
+            return f"this torch build ({torch.__version__}) has no {cls.torch_build.upper()} support"
+        module = getattr(torch, cls.device_type, None)
+        if cls.device_type == "cpu" or (module is not None and module.is_available()):
+            return None
+        return f"torch.{cls.device_type}.is_available() is False"
 
     def __init__(self) -> None:
         self._unavailable_reason: Optional[str] = None
@@ -298,84 +319,3 @@ class VendorAdapter(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-
-
-class HardwareAbstractionLayer:
-    """Runs every vendor adapter and keeps the devices they found.
-
-    Discovery is lazy (first :meth:`discover` or :attr:`devices`) and cached; call
-    :meth:`refresh` for live free-memory figures or ``discover(refresh=True)`` to
-    re-enumerate hardware.
-    """
-
-    def __init__(self, adapters: Optional[Sequence[VendorAdapter]] = None) -> None:
-        if adapters is None:
-            from .vendor_adapters import default_adapters
-
-            adapters = default_adapters()
-        for adapter in adapters:
-            if not isinstance(adapter, VendorAdapter):
-                raise TypeError(
-                    f"HardwareAbstractionLayer adapters must be VendorAdapter instances, "
-                    f"got {type(adapter).__name__}; subclass "
-                    f"kernel_pytorch.hardware_abstraction.VendorAdapter"
-                )
-        self._adapters: List[VendorAdapter] = list(adapters)
-        # Which adapter found each device, so refresh() can ask the right one.
-        self._found: Optional[List[tuple]] = None
-
-    @property
-    def adapters(self) -> List[VendorAdapter]:
-        """The adapters in discovery order (a copy)."""
-        return list(self._adapters)
-
-    def discover(self, refresh: bool = False) -> List[DeviceSpec]:
-        """All devices of all adapters, in adapter order.
-
-        The first call runs discovery; later calls return the cached list unless
-        ``refresh`` is True.
-        """
-        if self._found is None or refresh:
-            found = []
-            for adapter in self._adapters:
-                for spec in adapter.discover_devices():
-                    found.append((adapter, spec))
-            self._found = found
-        return [spec for _, spec in self._found]
-
-    def refresh(self) -> List[DeviceSpec]:
-        """Re-read live free memory of the known devices and return them.
-
-        Uses each adapter's per-device :meth:`VendorAdapter.refresh_memory`; if a device
-        has disappeared (driver reset, hot unplug) it falls back to full re-discovery.
-        """
-        if self._found is None:
-            return self.discover()
-        try:
-            for adapter, spec in self._found:
-                adapter.refresh_memory(spec)
-        except ValueError:
-            return self.discover(refresh=True)
-        return [spec for _, spec in self._found]
-
-    @property
-    def devices(self) -> List[DeviceSpec]:
-        """Same as :meth:`discover` (cached)."""
-        return self.discover()
-
-    def devices_by_vendor(self) -> Dict[HardwareVendor, List[DeviceSpec]]:
-        """Discovered devices grouped by vendor; vendors with no device are absent."""
-        grouped: Dict[HardwareVendor, List[DeviceSpec]] = {}
-        for spec in self.discover():
-            grouped.setdefault(spec.vendor, []).append(spec)
-        return grouped
-
-    def unavailable_vendors(self) -> Dict[HardwareVendor, str]:
-        """``vendor -> reason`` for every adapter whose discovery found nothing."""
-        self.discover()
-        reasons: Dict[HardwareVendor, str] = {}
-        for adapter in self._adapters:
-            reason = adapter.unavailable_reason
-            if reason is not None:
-                reasons[adapter.vendor] = reason
-        return reasons

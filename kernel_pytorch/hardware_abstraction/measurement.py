@@ -21,7 +21,7 @@ from typing import Callable, List, Optional
 
 import torch
 
-from .hal_core import DeviceSpec, precision_key
+from .hal_core import BYTES_PER_GB, DeviceSpec, precision_key
 
 __all__ = [
     "Timing",
@@ -220,7 +220,7 @@ def measure_copy_bandwidth(device: torch.device, nbytes: int = 64 * 2**20,
     on_device = torch.empty(nbytes, dtype=torch.uint8, device=device)
     h2d = time_call(lambda: on_device.copy_(host), device, min_time_s)
     d2h = time_call(lambda: host.copy_(on_device), device, min_time_s)
-    return CopyMeasurement(str(device), nbytes, nbytes / h2d.best_s / 1e9, nbytes / d2h.best_s / 1e9, pinned)
+    return CopyMeasurement(str(device), nbytes, nbytes / h2d.best_s / BYTES_PER_GB, nbytes / d2h.best_s / BYTES_PER_GB, pinned)
 
 
 def small_mlp(width: int = 256, depth: int = 4, classes: int = 10) -> torch.nn.Sequential:

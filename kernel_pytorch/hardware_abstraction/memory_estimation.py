@@ -42,9 +42,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-__all__ = ["InferenceMemoryEstimate", "estimate_inference_memory"]
+from .hal_core import BYTES_PER_GIB
 
-_GIB = 1024**3
+__all__ = ["InferenceMemoryEstimate", "estimate_inference_memory"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class InferenceMemoryEstimate:
     @property
     def total_gib(self) -> float:
         """:attr:`total_bytes` in GiB (2**30 bytes)."""
-        return self.total_bytes / _GIB
+        return self.total_bytes / BYTES_PER_GIB
 
     def breakdown(self) -> Dict[str, int]:
         """Bytes per component plus the total, e.g. for JSON output."""
@@ -87,7 +87,7 @@ class InferenceMemoryEstimate:
             ("total", self.total_bytes),
         ]
         lines = [f"parameters: {self.parameter_count:,} ({self.parameter_count / 1e9:.2f} B)"]
-        lines += [f"{label:<12}{value / _GIB:10.2f} GiB  ({value:,} bytes)" for label, value in rows]
+        lines += [f"{label:<12}{value / BYTES_PER_GIB:10.2f} GiB  ({value:,} bytes)" for label, value in rows]
         return "\n".join(lines)
 
 

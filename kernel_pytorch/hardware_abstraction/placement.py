@@ -1,31 +1,12 @@
 """Spreading work over several devices, possibly of different vendors.
 
-Three helpers, all pure functions of the ``DeviceSpec`` values they are given
-(no hardware queries, deterministic for equal inputs):
-
-``place_workload(devices, num_workers)``
-    Data-parallel workers split in proportion to each device's *capability
-    score*: its dense peak for the dtype (TFLOPS), with the count a device may
-    take capped by how many workers fit in its free memory when
-    ``memory_per_worker_gb`` is given. Counts are apportioned with the
-    largest-remainder (Hamilton) method; ties go to the higher score, then to
-    the earlier device.
-
-``place_model_stages(devices, stage_memory_gb)``
-    Pipeline stages placed contiguously (consecutive stages share a device, so
-    activations cross a device boundary as few times as possible). Each device
-    gets a share of the total stage memory proportional to its score; a stage
-    moves on to the next device once the current one has reached its share or
-    cannot hold it.
-
-``device_mesh_description(devices)``
-    What ``torch.distributed.device_mesh.init_device_mesh`` needs, one mesh
-    per torch device type: a process group runs one communication backend,
-    so devices of different types (``cuda`` and ``my_asic``, say) cannot
-    share a mesh.
-
-Devices torch cannot address (OpenCL) and devices without the requested dtype
-are left out of all three.
+Pure functions of the ``DeviceSpec`` values they are given (no hardware queries,
+deterministic for equal inputs): :func:`place_workload` splits data-parallel workers in
+proportion to each device's capability score (its dense peak for the dtype, TFLOPS),
+:func:`place_model_stages` places pipeline stages contiguously by score and free memory,
+and :func:`device_mesh_description` gives one ``init_device_mesh`` description per torch
+device type (a process group runs one communication backend). Devices torch cannot
+address (OpenCL) and devices without the requested dtype are left out of all three.
 """
 
 from __future__ import annotations
@@ -37,36 +18,19 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from .hal_core import DeviceSpec, precision_key
+from .registry import process_group_backends
 
 __all__ = [
-    "WorkerAssignment",
-    "StageAssignment",
-    "MeshDescription",
-    "PROCESS_GROUP_BACKENDS",
-    "process_group_backend_for",
-    "capability_score",
-    "place_workload",
-    "place_model_stages",
-    "device_mesh_description",
+    "WorkerAssignment", "StageAssignment", "MeshDescription", "process_group_backend_for",
+    "capability_score", "place_workload", "place_model_stages", "device_mesh_description",
 ]
 
-#: torch device type -> torch.distributed backend that runs collectives on it
-#: (my_asic: kernel_pytorch's myccl). Other out-of-tree devices are looked up in
-#: ``torch.distributed.Backend.default_device_backend_map``, where their
-#: extension's ``register_backend(..., devices=[...])`` put them.
-PROCESS_GROUP_BACKENDS: Dict[str, str] = {
-    "cuda": "nccl",
-    "xpu": "xccl",
-    "cpu": "gloo",
-    "mps": "gloo",
-    "my_asic": "myccl",
-}
-
-
 def process_group_backend_for(device_type: str) -> Optional[str]:
-    """The ``torch.distributed`` backend for ``device_type``; None when none is known."""
-    if device_type in PROCESS_GROUP_BACKENDS:
-        return PROCESS_GROUP_BACKENDS[device_type]
+    """The ``torch.distributed`` backend for ``device_type`` (the HAL adapters' ``process_group_backend``,
+    else what an extension's ``register_backend(..., devices=[...])`` registered); None when unknown."""
+    known = process_group_backends()
+    if device_type in known:
+        return known[device_type]
     import torch.distributed as dist
 
     if dist.is_available():

@@ -31,12 +31,8 @@ import torch
 from .placement import MeshDescription
 
 __all__ = [
-    "HETEROGENEOUS_BACKENDS",
-    "MeshProcessGroup",
-    "RankPlacement",
-    "rank_placements",
-    "process_group_backend_string",
-    "init_process_group_from_mesh",
+    "HETEROGENEOUS_BACKENDS", "MeshProcessGroup", "RankPlacement", "rank_placements",
+    "process_group_backend_string", "init_process_group_from_mesh",
 ]
 
 #: Device types mixed in one job -> a backend that moves tensors of every one
@@ -101,7 +97,7 @@ def process_group_backend_string(meshes: Union[MeshDescription, Sequence[MeshDes
         if mesh.process_group_backend is None:
             raise ValueError(
                 f"no torch.distributed backend is known for device type '{mesh.device_type}'; "
-                f"import the extension that registers one, or add it to PROCESS_GROUP_BACKENDS")
+                f"import the extension that registers one, or give its HAL adapter a process_group_backend")
         if mesh.device_type == "cpu" or mesh.process_group_backend == "gloo":
             return mesh.process_group_backend
         # gloo beside it for CPU tensors (object collectives, metrics).

@@ -3,8 +3,9 @@
 Rules, applied in this order (``select_device`` and ``explain_selection`` share them):
 
 1. Vendor filter: with ``preferred_vendors`` given, devices of vendors not in
-   the list are rejected. Without it every vendor is considered, in
-   :data:`DEFAULT_VENDOR_PRIORITY` order (accelerators before the CPU), except
+   the list are rejected. Without it every vendor is considered, in the
+   adapters' priority order (``registry.vendor_priority()``: accelerators
+   before the CPU), except
    that simulated devices (``DeviceSpec.is_simulated``: my_asic on its bundled
    simulator, which runs on the host CPU) rank after every real device, the
    CPU included. Naming their vendor in ``preferred_vendors`` selects them.
@@ -14,14 +15,17 @@ Rules, applied in this order (``select_device`` and ``explain_selection`` share 
    must be >= ``memory_gb``.
 4. Compute: the dense theoretical peak *for the requested dtype* (TFLOPS;
    TOPS for int8) must be >= ``compute_tflops``; a device that cannot compute
-   the dtype, or whose rate for it is unknown, is rejected.
+   the dtype, or whose rate for it is unknown, is rejected. ``dtype=None``
+   drops this rule (a job that only needs memory, as the backend API asks).
 5. Ranking of the survivors: earlier preferred vendor first; within a vendor,
    more free-memory headroom (free minus required) first, then higher peak,
    then discovery order (so the result is deterministic).
 
 Nothing here queries hardware: the functions read the ``DeviceSpec`` values
 they are given, which is what keeps a selection over cached discovery in the
-microseconds.
+microseconds. This is the one selection path: ``HardwareAdapter``, the
+backend API (``backends.select_backend``) and ``auto_detect_best_adapter``
+all choose through it.
 """
 
 from __future__ import annotations
@@ -32,26 +36,11 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 import torch
 
 from .hal_core import DeviceSpec, HardwareVendor, precision_key
+from .registry import vendor_priority
 
 __all__ = [
-    "DEFAULT_VENDOR_PRIORITY",
-    "SelectionVerdict",
-    "select_device",
-    "explain_selection",
-    "parse_vendor_list",
+    "SelectionVerdict", "select_device", "explain_selection", "parse_vendor_list",
 ]
-
-#: Order used when no preferred vendors are given: discrete accelerators, then
-#: integrated/custom ones, then OpenCL, then the host CPU as the last resort.
-DEFAULT_VENDOR_PRIORITY: Tuple[HardwareVendor, ...] = (
-    HardwareVendor.NVIDIA,
-    HardwareVendor.AMD,
-    HardwareVendor.INTEL,
-    HardwareVendor.APPLE,
-    HardwareVendor.CUSTOM_ASIC,
-    HardwareVendor.OPENCL,
-    HardwareVendor.CPU,
-)
 
 VendorLike = Union[str, HardwareVendor]
 
@@ -117,21 +106,24 @@ def _check_requirement(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a number >= 0, got {value!r}")
 
 
-def _normalise_request(memory_gb, compute_tflops, dtype, preferred_vendors) -> Tuple[str, Tuple[HardwareVendor, ...], bool]:
-    """(precision key, vendor order, whether simulated devices rank last)."""
+def _normalise_request(memory_gb, compute_tflops, dtype, preferred_vendors) -> Tuple[Optional[str], Tuple[HardwareVendor, ...], bool]:
+    """(precision key or None, vendor order, whether simulated devices rank last)."""
     _check_requirement("memory_gb", memory_gb)
     _check_requirement("compute_tflops", compute_tflops)
+    if dtype is None and compute_tflops:
+        raise ValueError(f"compute_tflops={compute_tflops!r} needs a dtype to compare peaks in; pass dtype='bf16', ...")
+    key = None if dtype is None else precision_key(dtype)
     vendors = parse_vendor_list(preferred_vendors)
     if vendors is None:
-        return precision_key(dtype), DEFAULT_VENDOR_PRIORITY, True
-    return precision_key(dtype), vendors, False
+        return key, vendor_priority(), True
+    return key, vendors, False
 
 
 def _rejection_reasons(
-    spec: DeviceSpec, memory_gb: float, compute_tflops: float, key: str, vendor_order: Tuple[HardwareVendor, ...]
+    spec: DeviceSpec, memory_gb: float, compute_tflops: float, key: Optional[str], vendor_order: Tuple[HardwareVendor, ...]
 ) -> List[str]:
     caps = spec.capabilities
-    peak = caps.peak_tflops_for(key)
+    peak = _peak(spec, key)
     reasons = []
     if spec.vendor not in vendor_order:
         reasons.append(
@@ -144,15 +136,19 @@ def _rejection_reasons(
             f"free memory {caps.memory_free_gb:.2f} GB < required {memory_gb:g} GB "
             f"(short by {memory_gb - caps.memory_free_gb:.2f} GB)"
         )
-    if peak is None:
+    if key is not None and peak is None:
         reasons.append(f"no {key} support (or its peak rate is unknown)")
-    elif peak < compute_tflops:
+    elif key is not None and peak < compute_tflops:
         reasons.append(f"peak {key} {peak:g} TFLOPS < required {compute_tflops:g} TFLOPS")
     return reasons
 
 
+def _peak(spec: DeviceSpec, key: Optional[str]) -> Optional[float]:
+    return None if key is None else spec.capabilities.peak_tflops_for(key)
+
+
 def _ranked_candidates(
-    devices: Sequence[DeviceSpec], memory_gb: float, compute_tflops: float, key: str,
+    devices: Sequence[DeviceSpec], memory_gb: float, compute_tflops: float, key: Optional[str],
     vendor_order: Tuple[HardwareVendor, ...], simulated_last: bool = True,
 ) -> List[Tuple[tuple, DeviceSpec, float]]:
     """(sort key, spec, peak) of every device meeting the requirement, best first.
@@ -167,13 +163,13 @@ def _ranked_candidates(
         free_gb = spec.capabilities.memory_free_gb
         if free_gb < memory_gb:
             continue
-        peak = spec.capabilities.peak_tflops_for(key)
-        if peak is None or peak < compute_tflops:
+        peak = _peak(spec, key)
+        if key is not None and (peak is None or peak < compute_tflops):
             continue
         vendor_rank = vendor_order.index(spec.vendor)
         if simulated_last and spec.is_simulated:
             vendor_rank += len(vendor_order)  # behind every real device, the host CPU included
-        accepted.append(((vendor_rank, memory_gb - free_gb, -peak, position), spec, peak))
+        accepted.append(((vendor_rank, memory_gb - free_gb, -(peak or 0.0), position), spec, peak))
     accepted.sort(key=lambda item: item[0])
     return accepted
 
@@ -182,7 +178,7 @@ def explain_selection(
     devices: Sequence[DeviceSpec],
     memory_gb: float,
     compute_tflops: float,
-    dtype: Union[str, torch.dtype] = "bf16",
+    dtype: Union[None, str, torch.dtype] = "bf16",
     preferred_vendors: Union[None, str, Iterable[VendorLike]] = None,
 ) -> List[SelectionVerdict]:
     """Judge every device against the requirement (rules in the module docstring).
@@ -191,7 +187,8 @@ def explain_selection(
         devices: candidates, e.g. ``HardwareAbstractionLayer().devices``.
         memory_gb: free memory needed, GB (1e9 bytes).
         compute_tflops: dense peak needed for ``dtype``, TFLOPS (TOPS for int8).
-        dtype: torch dtype or precision key (``"bf16"``, ``"fp32"``, ...).
+        dtype: torch dtype or precision key (``"bf16"``, ``"fp32"``, ...); None for
+            no compute rule (``compute_tflops`` must then be 0).
         preferred_vendors: vendors to consider, best first; None for all.
 
     Returns:
@@ -216,7 +213,7 @@ def explain_selection(
         free_gb = spec.capabilities.memory_free_gb
         reasons = _rejection_reasons(spec, memory_gb, compute_tflops, key, vendor_order)
         verdicts.append(
-            SelectionVerdict(spec, None, tuple(reasons), free_gb, free_gb - memory_gb, spec.capabilities.peak_tflops_for(key))
+            SelectionVerdict(spec, None, tuple(reasons), free_gb, free_gb - memory_gb, _peak(spec, key))
         )
     return verdicts
 
@@ -225,7 +222,7 @@ def select_device(
     devices: Sequence[DeviceSpec],
     memory_gb: float,
     compute_tflops: float,
-    dtype: Union[str, torch.dtype] = "bf16",
+    dtype: Union[None, str, torch.dtype] = "bf16",
     preferred_vendors: Union[None, str, Iterable[VendorLike]] = None,
 ) -> Optional[DeviceSpec]:
     """The best device meeting the requirement, or None when none does.

@@ -19,14 +19,13 @@ from typing import Optional, Union
 
 import torch
 
-from .hal_core import precision_key
+from .hal_core import BYTES_PER_GIB, precision_key
 
 __all__ = ["SystemProfile", "PROFILE_PRECISIONS"]
 
 #: precision key -> dtype autocast runs matmuls in; "fp32" means no autocast.
 PROFILE_PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
-_GIB = 1024**3
 
 
 def _device_module(device_type: str) -> Optional[types.ModuleType]:
@@ -147,9 +146,9 @@ class SystemProfile:
         if self.memory_limit is not None and nbytes > self.memory_limit:
             shortfall = nbytes - self.memory_limit
             raise MemoryError(
-                f"allocation of {nbytes} bytes ({nbytes / _GIB:.2f} GiB) exceeds this SystemProfile's "
-                f"memory_limit of {self.memory_limit} bytes ({self.memory_limit / _GIB:.2f} GiB) on "
-                f"{self.device} by {shortfall} bytes ({shortfall / _GIB:.2f} GiB); raise memory_limit or shrink the allocation"
+                f"allocation of {nbytes} bytes ({nbytes / BYTES_PER_GIB:.2f} GiB) exceeds this SystemProfile's "
+                f"memory_limit of {self.memory_limit} bytes ({self.memory_limit / BYTES_PER_GIB:.2f} GiB) on "
+                f"{self.device} by {shortfall} bytes ({shortfall / BYTES_PER_GIB:.2f} GiB); raise memory_limit or shrink the allocation"
             )
 
     def __enter__(self) -> "SystemProfile":
@@ -175,8 +174,8 @@ class SystemProfile:
         total_bytes = module.get_device_properties(index).total_memory
         if self.memory_limit > total_bytes:
             raise ValueError(
-                f"memory_limit {self.memory_limit} bytes ({self.memory_limit / _GIB:.2f} GiB) exceeds the "
-                f"{total_bytes} bytes ({total_bytes / _GIB:.2f} GiB) of {self.device}; use a limit <= the device total"
+                f"memory_limit {self.memory_limit} bytes ({self.memory_limit / BYTES_PER_GIB:.2f} GiB) exceeds the "
+                f"{total_bytes} bytes ({total_bytes / BYTES_PER_GIB:.2f} GiB) of {self.device}; use a limit <= the device total"
             )
         # The previous fraction is restored on restore(); modules without a
         # getter started uncapped as far as we can tell, i.e. fraction 1.0.

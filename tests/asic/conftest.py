@@ -25,7 +25,7 @@ def device_count():
 def two_devices(device_count):
     """my_asic:0 and my_asic:1; skips the test on a one-device configuration."""
     if device_count < 2:
-        pytest.skip("needs two my_asic devices (MYASIC_DEVICE_COUNT >= 2)")
+        pytest.skip("needs two my_asic devices (MY_ASIC_DEVICE_COUNT >= 2)")
     return torch.device("my_asic", 0), torch.device("my_asic", 1)
 
 
@@ -33,7 +33,7 @@ def two_devices(device_count):
 def host_addressable(device_count):
     """Skips the test unless device memory is host addressable in this process."""
     if not torch.my_asic.get_device_properties(0).host_addressable:
-        pytest.skip("needs host-addressable device memory (MYASIC_HOST_ADDRESSABLE=1)")
+        pytest.skip("needs host-addressable device memory (MY_ASIC_HOST_ADDRESSABLE=1)")
 
 
 # Files that test my_asic's registration itself, in subprocesses.

@@ -6,7 +6,7 @@ dtype change, from or into non-contiguous memory, non_blocking) and returns the
 result brought back to the CPU together with what plain CPU code gives.
 
 Shared by test_copies.py: in process (host-addressable memory) and in a
-subprocess with MYASIC_HOST_ADDRESSABLE=0, where copies go through the
+subprocess with MY_ASIC_HOST_ADDRESSABLE=0, where copies go through the
 runtime's memcpy only.
 """
 

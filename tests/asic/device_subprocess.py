@@ -1,7 +1,7 @@
 """Running a script in a fresh Python process, for my_asic tests.
 
 The device runtime's configuration is fixed the first time a process touches
-the device, so tests that need another configuration (MYASIC_HOST_ADDRESSABLE=0,
+the device, so tests that need another configuration (MY_ASIC_HOST_ADDRESSABLE=0,
 a throttled copy link, a fresh uninitialised process, a fork) run their script
 through :func:`run_python`.
 """
@@ -19,15 +19,22 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # Variables that change how the device behaves; a subprocess starts without
 # them unless the test passes them, so the caller's shell cannot skew results.
 DEVICE_ENVIRONMENT_VARIABLES = (
+    "MY_ASIC_DEVICE_COUNT",
+    "MY_ASIC_MEMORY_MB",
+    "MY_ASIC_DEVICE_NAMES",
+    "MY_ASIC_HOST_ADDRESSABLE",
+    "MY_ASIC_COMPUTE_UNITS",
+    "MY_ASIC_COPY_BANDWIDTH_GBPS",
+    "MY_ASIC_FALLBACK",
+    "MY_ASIC_RUNTIME",
+    "TORCH_DEVICE_BACKEND_AUTOLOAD",
+    # Deprecated names the runtime still reads (docs/environment.md).
     "MYASIC_DEVICE_COUNT",
     "MYASIC_MEMORY_MB",
     "MYASIC_DEVICE_NAMES",
     "MYASIC_HOST_ADDRESSABLE",
     "MYASIC_COMPUTE_UNITS",
     "MYASIC_COPY_BANDWIDTH_GBPS",
-    "MY_ASIC_FALLBACK",
-    "MY_ASIC_RUNTIME",
-    "TORCH_DEVICE_BACKEND_AUTOLOAD",
 )
 
 SUBPROCESS_TIMEOUT_S = 120

@@ -8,7 +8,7 @@ PyTorch's CPU kernels. Random ops reseed first, so with the same seed the
 device draws the same numbers as the CPU.
 
 Shared by test_ops_vs_cpu.py (in process) and test_fallback.py (in a
-subprocess with MYASIC_HOST_ADDRESSABLE=0), which imports this module by path.
+subprocess with MY_ASIC_HOST_ADDRESSABLE=0), which imports this module by path.
 """
 
 import json

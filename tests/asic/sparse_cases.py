@@ -7,7 +7,7 @@ returns the result (sparse or dense). Running a case on "cpu" and on
 sparse kernels.
 
 Shared by test_sparse.py in process (host-addressable memory) and in a
-subprocess with MYASIC_HOST_ADDRESSABLE=0, which imports this module by path.
+subprocess with MY_ASIC_HOST_ADDRESSABLE=0, which imports this module by path.
 """
 
 import torch

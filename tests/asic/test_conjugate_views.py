@@ -19,7 +19,7 @@ d = x.to("my_asic")
 
 
 def run_case(body, mode):
-    return last_line(run_python(PRELUDE + body, env={"MYASIC_HOST_ADDRESSABLE": MEMORY_MODES[mode]}))
+    return last_line(run_python(PRELUDE + body, env={"MY_ASIC_HOST_ADDRESSABLE": MEMORY_MODES[mode]}))
 
 
 @pytest.fixture(params=sorted(MEMORY_MODES))

@@ -3,7 +3,7 @@
 The cases live in copy_cases.py. In this process the runtime's memory is host
 addressable, so layout and dtype conversions use the host view of device
 memory; the second sweep repeats every case in a subprocess with
-MYASIC_HOST_ADDRESSABLE=0, where only the runtime's memcpy may touch it.
+MY_ASIC_HOST_ADDRESSABLE=0, where only the runtime's memcpy may touch it.
 """
 
 import json
@@ -25,7 +25,7 @@ def test_copy_matches_cpu(name):
 
 @pytest.fixture(scope="module")
 def copy_report_without_host_access():
-    """{case: problem or None} from running every case with MYASIC_HOST_ADDRESSABLE=0."""
+    """{case: problem or None} from running every case with MY_ASIC_HOST_ADDRESSABLE=0."""
     out = run_python(
         """
         import sys, torch, kernel_pytorch
@@ -34,7 +34,7 @@ def copy_report_without_host_access():
         import copy_cases
         copy_cases.report_all_cases()
         """,
-        env={"MYASIC_HOST_ADDRESSABLE": "0"},
+        env={"MY_ASIC_HOST_ADDRESSABLE": "0"},
     )
     return json.loads(last_line(out))
 

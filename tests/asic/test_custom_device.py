@@ -17,7 +17,7 @@ TINY_RUNTIME_SOURCE = os.path.join(REPO, "tests", "runtime", "tiny_runtime", "ti
 BACKEND = """
 import torch, kernel_pytorch
 from kernel_pytorch.hardware_abstraction.hal_core import HardwareVendor
-from kernel_pytorch.hardware_abstraction.privateuse1_integration import (
+from kernel_pytorch.asic.custom_device import (
     CustomDeviceBackend, PrivateUse1Config, register_custom_device)
 
 class MyCustomBackend(CustomDeviceBackend):
@@ -55,6 +55,15 @@ print(success, torch.my_asic.device_count(), torch.my_asic.get_device_name(2),
       torch.my_asic.get_device_properties(3).total_memory)
 """)
     assert out.split() == ["True", "4", "MyASIC-2", str(32768 * 2**20)]
+
+
+def test_the_old_hardware_abstraction_import_path_still_works():
+    out = run_ok("""
+import kernel_pytorch.asic.custom_device as new
+import kernel_pytorch.hardware_abstraction.privateuse1_integration as old
+print(all(getattr(old, name) is getattr(new, name) for name in new.__all__))
+""")
+    assert out.split() == ["True"]
 
 
 def test_registered_capacity_is_enforced():
@@ -128,7 +137,7 @@ print(torch.my_asic.device_count(), (torch.ones(3, device="my_asic") * 2).sum().
 def test_default_backend_methods_allocate_and_copy_on_the_device():
     out = run_ok("""
 import torch, kernel_pytorch
-from kernel_pytorch.hardware_abstraction.privateuse1_integration import CustomDeviceBackend
+from kernel_pytorch.asic.custom_device import CustomDeviceBackend
 class Described(CustomDeviceBackend):
     def initialize_device(self, i): return True
     def get_device_count(self): return 2
@@ -157,7 +166,7 @@ def tiny_runtime(tmp_path_factory):
 
 TINY_BACKEND = """
 import torch, kernel_pytorch
-from kernel_pytorch.hardware_abstraction.privateuse1_integration import (
+from kernel_pytorch.asic.custom_device import (
     CustomDeviceBackend, PrivateUse1Config, register_custom_device)
 class TinyBackend(CustomDeviceBackend):
     def initialize_device(self, i): return True

@@ -21,9 +21,26 @@ def test_device_count_and_names_follow_runtime_configuration():
         print(json.dumps([torch.my_asic.device_count(),
                           [torch.my_asic.get_device_name(i) for i in range(torch.my_asic.device_count())]]))
         """,
-        env={"MYASIC_DEVICE_COUNT": "3", "MYASIC_DEVICE_NAMES": "alpha,beta,gamma"},
+        env={"MY_ASIC_DEVICE_COUNT": "3", "MY_ASIC_DEVICE_NAMES": "alpha,beta,gamma"},
     )
     assert json.loads(last_line(out)) == [3, ["alpha", "beta", "gamma"]]
+
+
+def test_an_old_device_variable_name_still_works_with_a_deprecation_warning():
+    out = run_python(
+        """
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch, kernel_pytorch
+        print([str(w.message) for w in caught if w.category is DeprecationWarning])
+        print(torch.my_asic.device_count())
+        """,
+        env={"MYASIC_DEVICE_COUNT": "3"},
+    )
+    warned, count = out.strip().splitlines()[-2:]
+    assert "environment variable MYASIC_DEVICE_COUNT is deprecated; set MY_ASIC_DEVICE_COUNT instead" in warned
+    assert count == "3"
 
 
 def test_device_properties_report_capacity_in_bytes():

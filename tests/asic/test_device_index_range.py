@@ -66,7 +66,7 @@ def test_device_counts_up_to_127_are_accepted(count):
         import torch, kernel_pytorch
         print(torch.my_asic.device_count(), torch.ones(1, device="my_asic:{count - 1}").device)
         """,
-        env={"MYASIC_DEVICE_COUNT": str(count), "MYASIC_MEMORY_MB": "64"},
+        env={"MY_ASIC_DEVICE_COUNT": str(count), "MY_ASIC_MEMORY_MB": "64"},
     )
     assert last_line(out) == f"{count} my_asic:{count - 1}"
 
@@ -83,6 +83,6 @@ def test_rejected_device_count_gives_the_same_error_every_time():
                 errors.append(str(e).splitlines()[0])
         print(len(errors), errors[0] == errors[1], "ALREADY_INITIALIZED" in " ".join(errors), "128" in errors[0])
         """,
-        env={"MYASIC_DEVICE_COUNT": "128"},
+        env={"MY_ASIC_DEVICE_COUNT": "128"},
     )
     assert last_line(out) == "2 True False True"

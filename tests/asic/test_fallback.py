@@ -1,7 +1,7 @@
 """The CPU fallback: ops without a native my_asic kernel run their CPU kernel.
 
 With host-addressable memory (this process) the CPU kernel runs directly on
-device memory; with MYASIC_HOST_ADDRESSABLE=0 (a subprocess) arguments are
+device memory; with MY_ASIC_HOST_ADDRESSABLE=0 (a subprocess) arguments are
 copied through the runtime. Both must give the CPU's results. The fallback is
 observable (fallback_stats) and can be made to warn or raise.
 """
@@ -131,7 +131,7 @@ def test_env_unknown_mode_warns_and_allows():
 
 @pytest.fixture(scope="module")
 def op_report_without_host_access():
-    """{op case: problem or None} from running op_cases.py with MYASIC_HOST_ADDRESSABLE=0."""
+    """{op case: problem or None} from running op_cases.py with MY_ASIC_HOST_ADDRESSABLE=0."""
     out = run_python(
         """
         import sys, torch, kernel_pytorch
@@ -140,7 +140,7 @@ def op_report_without_host_access():
         import op_cases
         op_cases.report_all_cases("my_asic")
         """,
-        env={"MYASIC_HOST_ADDRESSABLE": "0"},
+        env={"MY_ASIC_HOST_ADDRESSABLE": "0"},
     )
     return json.loads(last_line(out))
 

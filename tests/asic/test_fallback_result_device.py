@@ -14,7 +14,7 @@ def test_factory_through_the_fallback_lands_on_my_asic(addressable):
         import torch, kernel_pytorch
         print(torch._efficientzerotensor(3, device="my_asic").device)
         """,
-        env={"MYASIC_HOST_ADDRESSABLE": addressable},
+        env={"MY_ASIC_HOST_ADDRESSABLE": addressable},
     )
     assert last_line(out) == "my_asic:0"
 
@@ -28,6 +28,6 @@ def test_sign_backward_gives_a_my_asic_gradient(addressable):
         (g,) = torch.autograd.grad(x.sgn().sum(), x)
         print(g.device, torch.count_nonzero(g.cpu()).item())
         """,
-        env={"MYASIC_HOST_ADDRESSABLE": addressable},
+        env={"MY_ASIC_HOST_ADDRESSABLE": addressable},
     )
     assert last_line(out) == "my_asic:0 0"

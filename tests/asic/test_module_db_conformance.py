@@ -60,7 +60,7 @@ def run_modules(modules, inputs, env):
 
 
 def sweep(mode, inputs):
-    env = {"MYASIC_HOST_ADDRESSABLE": "1" if mode == "host_addressable" else "0"}
+    env = {"MY_ASIC_HOST_ADDRESSABLE": "1" if mode == "host_addressable" else "0"}
     modules = all_module_ids()
     results = run_modules(modules, inputs, env)
     ran = {m: r for m, r in results.items() if not r.startswith("skip")}

@@ -102,7 +102,7 @@ def test_representative_ops_match_cpu_forward_and_backward(representative_result
 
 @pytest.mark.usefixtures("device_count")
 def test_representative_ops_match_cpu_without_host_addressable_memory():
-    results = run_chunk(REPRESENTATIVE, env={"MYASIC_HOST_ADDRESSABLE": "0"})
+    results = run_chunk(REPRESENTATIVE, env={"MY_ASIC_HOST_ADDRESSABLE": "0"})
     assert failures(results, "not_host_addressable") == []
 
 
@@ -132,7 +132,7 @@ def all_op_ids():
 @pytest.mark.parametrize("mode", ["host_addressable", "not_host_addressable"])
 def test_whole_op_db_float32(mode, capsys):
     ops = all_op_ids()
-    env = {"MYASIC_HOST_ADDRESSABLE": "1" if mode == "host_addressable" else "0"}
+    env = {"MY_ASIC_HOST_ADDRESSABLE": "1" if mode == "host_addressable" else "0"}
     results = {}
     chunk = 60
     for i in range(0, len(ops), chunk):

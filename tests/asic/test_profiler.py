@@ -302,7 +302,7 @@ print(json.dumps({e.key: e.device_time_total for e in averages if "Backward" in 
 @needs_device_activities
 def test_copies_are_device_activities_when_memory_is_not_host_addressable():
     # Every op then runs through the CPU fallback: its device work is the copies.
-    summary, _ = profile_device_work(KEY_AVERAGES, env={"MYASIC_HOST_ADDRESSABLE": "0"})
+    summary, _ = profile_device_work(KEY_AVERAGES, env={"MY_ASIC_HOST_ADDRESSABLE": "0"})
     assert summary["device_us"].get("Memcpy HtoD (my_asic)", 0) > 0
     assert summary["device_us"].get("Memcpy DtoH (my_asic)", 0) > 0
     assert summary["negative"] == []

@@ -32,7 +32,7 @@ def sparse_reports():
             import sparse_cases
             sparse_cases.report_all_cases("my_asic")
             """,
-            env={"MYASIC_HOST_ADDRESSABLE": flag},
+            env={"MY_ASIC_HOST_ADDRESSABLE": flag},
         )
         reports[mode] = json.loads(last_line(out))
     return reports

@@ -1,7 +1,7 @@
 """Streams and events through torch.my_asic, torch.Stream and torch.Event.
 
 Ordering tests run in a subprocess with a throttled copy link
-(MYASIC_COPY_BANDWIDTH_GBPS), so an asynchronous copy stays observably pending
+(MY_ASIC_COPY_BANDWIDTH_GBPS), so an asynchronous copy stays observably pending
 for a while; they check completion states, never durations.
 """
 
@@ -13,7 +13,7 @@ from device_subprocess import last_line, run_python
 pytestmark = pytest.mark.usefixtures("device_count")
 
 # 0.05 GB/s: a 32 MB copy stays in flight for ~0.6 s.
-SLOW_LINK = {"MYASIC_COPY_BANDWIDTH_GBPS": "0.05"}
+SLOW_LINK = {"MY_ASIC_COPY_BANDWIDTH_GBPS": "0.05"}
 
 
 def test_new_stream_is_not_the_default_stream():

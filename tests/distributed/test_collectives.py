@@ -14,11 +14,11 @@ from ranks import run_ranks
 CONFIGURATIONS = {
     # name: (world size, environment)
     "2 ranks": (2, {}),
-    "4 ranks": (4, {"MYASIC_DEVICE_COUNT": "4"}),
+    "4 ranks": (4, {"MY_ASIC_DEVICE_COUNT": "4"}),
     # A slow simulated link makes the staging copies take milliseconds, so a
     # result read before its copy back had landed would show.
     "2 ranks, copies (not host addressable)": (
-        2, {"MYASIC_HOST_ADDRESSABLE": "0", "MYASIC_COPY_BANDWIDTH_GBPS": "0.2"}),
+        2, {"MY_ASIC_HOST_ADDRESSABLE": "0", "MY_ASIC_COPY_BANDWIDTH_GBPS": "0.2"}),
 }
 
 

@@ -24,21 +24,21 @@ def assert_same_parameters(result, reference):
 
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_ddp_matches_single_process_training(world, reference):
-    results = run_ranks("training_programs:ddp_training", world, env={"MYASIC_DEVICE_COUNT": str(world)})
+    results = run_ranks("training_programs:ddp_training", world, env={"MY_ASIC_DEVICE_COUNT": str(world)})
     for rank, result in enumerate(results):
         assert_same_parameters(result, reference)
 
 
 def test_ddp_matches_single_process_training_through_staging_copies(reference):
     # Device memory the host cannot address: gradients move through runtime copies.
-    results = run_ranks("training_programs:ddp_training", 2, env={"MYASIC_HOST_ADDRESSABLE": "0"})
+    results = run_ranks("training_programs:ddp_training", 2, env={"MY_ASIC_HOST_ADDRESSABLE": "0"})
     for result in results:
         assert_same_parameters(result, reference)
 
 
 @pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.slow)])
 def test_fsdp2_matches_single_process_training(world, reference):
-    results = run_ranks("training_programs:fsdp2_training", world, env={"MYASIC_DEVICE_COUNT": str(world)})
+    results = run_ranks("training_programs:fsdp2_training", world, env={"MY_ASIC_DEVICE_COUNT": str(world)})
     for rank, result in enumerate(results):
         assert_same_parameters(result, reference)
         assert result["0.weight.local_device"] == f"my_asic:{rank}"

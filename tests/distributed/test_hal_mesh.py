@@ -23,7 +23,7 @@ def assert_same_parameters(result, reference):
 
 
 def test_my_asic_mesh_helper_runs_ddp_over_myccl(reference):
-    results = run_ranks("training_programs:hal_mesh_ddp", 2, env={"MYASIC_DEVICE_COUNT": "2"})
+    results = run_ranks("training_programs:hal_mesh_ddp", 2, env={"MY_ASIC_DEVICE_COUNT": "2"})
     for rank, result in enumerate(results):
         assert result["_device"] == f"my_asic:{rank}"
         assert result["_backend"] == "my_asic:myccl,cpu:gloo"
@@ -33,7 +33,7 @@ def test_my_asic_mesh_helper_runs_ddp_over_myccl(reference):
 
 def test_heterogeneous_cpu_and_my_asic_job_trains_like_one_process(reference):
     # HAL here: my_asic:0, my_asic:1 and the CPU -> ranks 0, 1 on my_asic, rank 2 on the CPU.
-    results = run_ranks("training_programs:heterogeneous_ddp", 3, env={"MYASIC_DEVICE_COUNT": "2"})
+    results = run_ranks("training_programs:heterogeneous_ddp", 3, env={"MY_ASIC_DEVICE_COUNT": "2"})
     assert [r["_device"] for r in results] == ["my_asic:0", "my_asic:1", "cpu"]
     for result in results:
         assert result["_backend"] == "my_asic:myccl,cpu:myccl"

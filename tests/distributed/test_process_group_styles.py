@@ -27,7 +27,7 @@ def test_no_arguments_picks_myccl_for_the_my_asic_accelerator():
 
 @pytest.mark.slow
 def test_new_group_runs_collectives_on_a_subset():
-    results = run_ranks("group_programs:new_group_of_even_ranks", 4, env={"MYASIC_DEVICE_COUNT": "4"})
+    results = run_ranks("group_programs:new_group_of_even_ranks", 4, env={"MY_ASIC_DEVICE_COUNT": "4"})
     for rank, result in enumerate(results):
         assert result["world_sum"] == [10.0, 10.0]
         assert result["evens_sum"] == ([4.0, 4.0] if rank % 2 == 0 else [rank + 1.0] * 2)

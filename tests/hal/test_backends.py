@@ -23,7 +23,7 @@ from kernel_pytorch.hardware_abstraction.backends import (
     print_backend_summary,
     select_backend,
 )
-from kernel_pytorch.hardware_abstraction.hal_core import (
+from kernel_pytorch.hardware_abstraction import (
     BYTES_PER_GB,
     DeviceSpec,
     HardwareAbstractionLayer,
@@ -186,7 +186,7 @@ def test_memory_check_falls_back_from_an_unavailable_preference():
 
 def test_memory_check_with_strict_preference_does_not_fall_back():
     hal = HardwareAbstractionLayer([RecordedAdapter("custom_asic", reason="not built"), CpuAdapter()])
-    with pytest.raises(RuntimeError, match="no usable backend for custom .custom: not built"):
+    with pytest.raises(RuntimeError, match="backend custom is not available .custom: not built"):
         init_backend_with_memory_check("custom", 1024, hal, strict=True)
 
 

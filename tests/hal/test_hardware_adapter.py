@@ -10,7 +10,7 @@ import torch
 
 import kernel_pytorch  # noqa: F401  (registers torch.my_asic when the extension is built)
 from kernel_pytorch.distributed_scale import HardwareAdapter
-from kernel_pytorch.hardware_abstraction.hal_core import (
+from kernel_pytorch.hardware_abstraction import (
     DeviceSpec,
     HardwareAbstractionLayer,
     HardwareCapabilities,

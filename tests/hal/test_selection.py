@@ -44,6 +44,18 @@ def test_device_without_the_dtype_is_rejected_with_that_reason():
     assert verdict.reasons == ("no bf16 support (or its peak rate is unknown)",)
 
 
+def test_without_a_dtype_there_is_no_compute_rule():
+    unknown_peak = fake_spec("custom_asic", bf16=None, fp32=None)
+    assert select_device([unknown_peak], memory_gb=1, compute_tflops=0, dtype=None) is unknown_peak
+    (verdict,) = explain_selection([unknown_peak], memory_gb=1, compute_tflops=0, dtype=None)
+    assert verdict.accepted and verdict.peak_tflops is None
+
+
+def test_a_compute_requirement_without_a_dtype_is_an_error():
+    with pytest.raises(ValueError, match="compute_tflops=5 needs a dtype"):
+        select_device([fake_spec("nvidia")], memory_gb=1, compute_tflops=5, dtype=None)
+
+
 def test_earlier_preferred_vendor_wins_even_with_less_headroom():
     amd = fake_spec("amd", free_gb=190.0)
     nvidia = fake_spec("nvidia", free_gb=20.0)

@@ -71,7 +71,7 @@ import json, sys
 sys.path.insert(0, {here!r})
 import torch, kernel_pytorch, kernel_pytorch.ops as kops
 from kernel_pytorch import asic
-from kernel_pytorch.hardware_abstraction.privateuse1_integration import (
+from kernel_pytorch.asic.custom_device import (
     CustomDeviceBackend, PrivateUse1Config, register_custom_device)
 from kernel_cases import DTYPES, all_case_ids, check_case_safely as check_case
 

@@ -1,8 +1,8 @@
 """The ops on my_asic run the runtime's kernels, equal the reference and never fall back.
 
 In-process tests use the default simulator configuration (host-addressable
-device memory, MYASIC_HOST_ADDRESSABLE=1); a subprocess runs every case again
-with MYASIC_HOST_ADDRESSABLE=0 (device memory the host cannot touch, so glue
+device memory, MY_ASIC_HOST_ADDRESSABLE=1); a subprocess runs every case again
+with MY_ASIC_HOST_ADDRESSABLE=0 (device memory the host cannot touch, so glue
 code that read device pointers on the host would fail there).
 """
 
@@ -87,7 +87,7 @@ print(json.dumps({{"problems": problems, "fallback": asic.fallback_stats()}}))
 
 def test_every_case_on_device_memory_the_host_cannot_address(my_asic):
     script = SUBPROCESS_SCRIPT.format(here=HERE_FOR_SUBPROCESS, expected=False)
-    result = json.loads(last_line(run_python(script, env={"MYASIC_HOST_ADDRESSABLE": "0"})))
+    result = json.loads(last_line(run_python(script, env={"MY_ASIC_HOST_ADDRESSABLE": "0"})))
     assert result["problems"] == []
     ours = {k: v for k, v in result["fallback"].items() if k.startswith("kernel_pytorch::")}
     assert ours == {}
@@ -192,7 +192,7 @@ def test_sdpa_backward_through_the_runtime_kernels_matches_cpu_without_host_acce
     # Without host access ATen's CPU kernels cannot run on device memory: the
     # runtime's forward kernel and the recomputing backward serve training.
     result = json.loads(last_line(run_python(SDPA_BACKWARD_WITHOUT_HOST_ACCESS,
-                                             env={"MYASIC_HOST_ADDRESSABLE": "0"})))
+                                             env={"MY_ASIC_HOST_ADDRESSABLE": "0"})))
     assert result["overrideable"]
     assert result["max_grad_error"] < 1e-4
 

@@ -19,14 +19,9 @@ from kpdr_ctypes import REPO_ROOT, RUNTIME_INCLUDE_DIR, SUCCESS, TINY_RUNTIME_SO
 MYASIC_SOURCE_DIR = RUNTIME_INCLUDE_DIR / "myasic"
 # The CPU kernel library the simulator runs as its device kernels.
 KERNEL_SOURCE_DIR = REPO_ROOT / "csrc" / "kernels" / "cpu"
-MYASIC_ENVIRONMENT_VARIABLES = (
-    "MYASIC_DEVICE_COUNT",
-    "MYASIC_MEMORY_MB",
-    "MYASIC_DEVICE_NAMES",
-    "MYASIC_HOST_ADDRESSABLE",
-    "MYASIC_COMPUTE_UNITS",
-    "MYASIC_COPY_BANDWIDTH_GBPS",
-)
+_SETTINGS = ("DEVICE_COUNT", "MEMORY_MB", "DEVICE_NAMES", "HOST_ADDRESSABLE", "COMPUTE_UNITS", "COPY_BANDWIDTH_GBPS")
+# The simulator's variables, and their deprecated names it still reads.
+MYASIC_ENVIRONMENT_VARIABLES = tuple(f"{prefix}_{name}" for prefix in ("MY_ASIC", "MYASIC") for name in _SETTINGS)
 
 
 def compile_myasic(output_path):
@@ -60,7 +55,7 @@ def myasic_library_path(tmp_path_factory):
 
 @pytest.fixture
 def clean_myasic_environment(monkeypatch):
-    """Removes MYASIC_* variables so the developer's shell cannot change test configs."""
+    """Removes MY_ASIC_* (and old MYASIC_*) variables so the developer's shell cannot change test configs."""
     for name in MYASIC_ENVIRONMENT_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch

@@ -77,10 +77,10 @@ def test_defaults_are_two_host_addressable_16_gib_devices_named_myasic(myasic):
 def test_environment_variables_configure_the_devices(load_myasic):
     runtime = load_myasic(
         env={
-            "MYASIC_DEVICE_COUNT": "3",
-            "MYASIC_MEMORY_MB": "512",
-            "MYASIC_DEVICE_NAMES": "Left,Middle,Right",
-            "MYASIC_HOST_ADDRESSABLE": "0",
+            "MY_ASIC_DEVICE_COUNT": "3",
+            "MY_ASIC_MEMORY_MB": "512",
+            "MY_ASIC_DEVICE_NAMES": "Left,Middle,Right",
+            "MY_ASIC_HOST_ADDRESSABLE": "0",
         }
     )
     assert runtime.device_count() == 3
@@ -89,10 +89,23 @@ def test_environment_variables_configure_the_devices(load_myasic):
     assert runtime.properties(0).host_addressable == 0
 
 
+def test_an_old_variable_name_still_works_with_one_note_on_stderr(load_myasic, capfd):
+    runtime = load_myasic(env={"MYASIC_DEVICE_COUNT": "3"})
+    assert runtime.device_count() == 3
+    err = capfd.readouterr().err
+    assert err.count("environment variable MYASIC_DEVICE_COUNT is deprecated; set MY_ASIC_DEVICE_COUNT") == 1
+
+
+def test_the_new_variable_name_wins_over_the_old_one(load_myasic, capfd):
+    runtime = load_myasic(env={"MY_ASIC_DEVICE_COUNT": "4", "MYASIC_DEVICE_COUNT": "3"})
+    assert runtime.device_count() == 4
+    assert "deprecated" not in capfd.readouterr().err
+
+
 def test_options_string_overrides_the_environment_key_by_key(load_myasic):
     runtime = load_myasic(
         options="device_count=4;memory_mb=32768;names=A,B,C,D;compute_units=128",
-        env={"MYASIC_DEVICE_COUNT": "3", "MYASIC_HOST_ADDRESSABLE": "0"},
+        env={"MY_ASIC_DEVICE_COUNT": "3", "MY_ASIC_HOST_ADDRESSABLE": "0"},
     )
     assert runtime.device_count() == 4
     assert runtime.properties(3).name == b"D"
@@ -132,10 +145,10 @@ def test_invalid_options_fail_init_naming_the_problem(
 def test_invalid_environment_variable_is_named_in_the_error(
     load_uninitialized_myasic, clean_myasic_environment
 ):
-    clean_myasic_environment.setenv("MYASIC_MEMORY_MB", "lots")
+    clean_myasic_environment.setenv("MY_ASIC_MEMORY_MB", "lots")
     runtime = load_uninitialized_myasic()
     assert runtime.kpdrInit(None) == ERROR_INVALID_VALUE
-    assert "MYASIC_MEMORY_MB" in runtime.last_error_message()
+    assert "MY_ASIC_MEMORY_MB" in runtime.last_error_message()
 
 
 def test_names_count_mismatch_message_says_how_to_fix_it(load_uninitialized_myasic):

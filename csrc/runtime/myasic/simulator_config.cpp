@@ -2,8 +2,11 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
+#include <set>
 
 #include "error_reporting.h"
 
@@ -17,20 +20,41 @@ constexpr std::size_t kMaxNameLength = 255;
 
 struct Setting {
   std::string value;
-  std::string origin;  // "option device_count" or "environment MYASIC_DEVICE_COUNT"
+  std::string origin;  // "option device_count" or "environment MY_ASIC_DEVICE_COUNT"
 };
 
 // Keys the reference runtime understands, with their environment variable.
 const std::map<std::string, std::string>& known_keys() {
   static const std::map<std::string, std::string> keys = {
-      {"device_count", "MYASIC_DEVICE_COUNT"},
-      {"memory_mb", "MYASIC_MEMORY_MB"},
-      {"names", "MYASIC_DEVICE_NAMES"},
-      {"host_addressable", "MYASIC_HOST_ADDRESSABLE"},
-      {"compute_units", "MYASIC_COMPUTE_UNITS"},
-      {"copy_bandwidth_gbps", "MYASIC_COPY_BANDWIDTH_GBPS"},
+      {"device_count", "MY_ASIC_DEVICE_COUNT"},
+      {"memory_mb", "MY_ASIC_MEMORY_MB"},
+      {"names", "MY_ASIC_DEVICE_NAMES"},
+      {"host_addressable", "MY_ASIC_HOST_ADDRESSABLE"},
+      {"compute_units", "MY_ASIC_COMPUTE_UNITS"},
+      {"copy_bandwidth_gbps", "MY_ASIC_COPY_BANDWIDTH_GBPS"},
   };
   return keys;
+}
+
+// Reads MY_ASIC_<X>, else its name before the prefix rule (MYASIC_<X>, docs/environment.md)
+// with a note on stderr once per name; sets *used to the name that was read.
+const char* getenv_renamed(const std::string& name, std::string* used) {
+  *used = name;
+  if (const char* value = std::getenv(name.c_str())) return value;
+  const std::string prefix = "MY_ASIC_";
+  if (name.compare(0, prefix.size(), prefix) != 0) return nullptr;
+  const std::string old_name = "MYASIC_" + name.substr(prefix.size());
+  const char* value = std::getenv(old_name.c_str());
+  if (value == nullptr) return nullptr;
+  static std::mutex mutex;
+  static std::set<std::string> noted;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (noted.insert(old_name).second) {
+    std::fprintf(stderr, "libmyasic: environment variable %s is deprecated; set %s instead\n",
+                 old_name.c_str(), name.c_str());
+  }
+  *used = old_name;
+  return value;
 }
 
 std::string trim(const std::string& text) {
@@ -87,8 +111,9 @@ kpdrError_t parse_bandwidth(const Setting& setting, double* out) {
 // then the options string on top.
 kpdrError_t collect_settings(const char* options, std::map<std::string, Setting>* settings) {
   for (const auto& [key, env_name] : known_keys()) {
-    if (const char* env_value = std::getenv(env_name.c_str())) {
-      (*settings)[key] = Setting{trim(env_value), "environment " + env_name};
+    std::string used;
+    if (const char* env_value = getenv_renamed(env_name, &used)) {
+      (*settings)[key] = Setting{trim(env_value), "environment " + used};
     }
   }
   if (options == nullptr) return KPDR_SUCCESS;

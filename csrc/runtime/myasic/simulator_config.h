@@ -22,7 +22,7 @@ struct SimulatorConfig {
   double copy_bandwidth_gbps = 0.0;
 };
 
-// Builds the config from MYASIC_* environment variables overridden by
+// Builds the config from MY_ASIC_* environment variables overridden by
 // `options` ("key=value;key=value", may be null). On bad input returns
 // KPDR_ERROR_INVALID_VALUE with a message naming the key and the fix.
 kpdrError_t parse_simulator_config(const char* options, SimulatorConfig* config);

@@ -39,6 +39,10 @@ class AmdAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.AMD
+    # ROCm torch addresses AMD GPUs as cuda and runs RCCL under the nccl name.
+    device_type, backend, process_group_backend, torch_build = "cuda", "rocm", "nccl", "hip"
+    aliases = ("rocm", "hip")
+    priority = 60
 
     _FROM_TORCH: Any = object()
 

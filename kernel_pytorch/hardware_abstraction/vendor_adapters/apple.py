@@ -41,6 +41,9 @@ class AppleMpsAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.APPLE
+    device_type, backend, process_group_backend = "mps", "mps", "gloo"
+    aliases = ("mps",)
+    priority = 40
 
     def __init__(self, mps_runtime: Any = None, is_available: Optional[Callable[[], bool]] = None,
                  run_tool: Callable[[Sequence[str]], str] = _run_macos_tool) -> None:

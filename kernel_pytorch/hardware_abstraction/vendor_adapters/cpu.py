@@ -34,6 +34,8 @@ class CpuAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.CPU
+    device_type, backend, process_group_backend = "cpu", "cpu", "gloo"
+    priority = 0  # the last resort
 
     def __init__(self, proc_root: str = "/proc", sys_root: str = "/sys",
                  allowed_cpus: Optional[Set[int]] = None) -> None:

@@ -30,6 +30,9 @@ class CustomAsicAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.CUSTOM_ASIC
+    device_type, backend, process_group_backend = "my_asic", "custom", "myccl"
+    aliases = ("my_asic", "asic", "custom", "privateuseone")
+    priority = 30
 
     def __init__(self, backend_name: Optional[str] = None) -> None:
         super().__init__()

@@ -45,6 +45,9 @@ class IntelAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.INTEL
+    device_type, backend, process_group_backend = "xpu", "xpu", "xccl"
+    aliases = ("xpu",)
+    priority = 50
 
     def __init__(self, xpu_runtime: Any = None, use_ipex: bool = False) -> None:
         super().__init__()

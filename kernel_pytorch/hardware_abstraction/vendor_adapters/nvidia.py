@@ -67,6 +67,9 @@ class NvidiaAdapter(VendorAdapter):
     """
 
     vendor = HardwareVendor.NVIDIA
+    device_type, backend, process_group_backend, torch_build = "cuda", "cuda", "nccl", "cuda"
+    aliases = ("cuda",)
+    priority = 70
 
     _FROM_ENVIRONMENT: Any = object()
 

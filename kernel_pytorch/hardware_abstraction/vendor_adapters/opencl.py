@@ -129,6 +129,13 @@ class OpenCLAdapter(VendorAdapter):
     indexed in platform order, then device order."""
 
     vendor = HardwareVendor.OPENCL
+    backend = "opencl"  # no device_type: torch cannot address OpenCL devices
+    priority = 20
+
+    @classmethod
+    def torch_support_missing(cls) -> Optional[str]:
+        """Always a reason: torch has no OpenCL backend."""
+        return "torch has no OpenCL backend; OpenCL devices cannot hold torch tensors"
 
     def discover_devices(self) -> List[DeviceSpec]:
         """All OpenCL devices; [] with a reason when there is no loader or platform."""
