@@ -5,7 +5,7 @@ Each test runs in a fresh process with a 64 MiB device.
 
 from device_subprocess import last_line, run_python
 
-SMALL_DEVICE = {"MYASIC_MEMORY_MB": "64"}
+SMALL_DEVICE = {"MY_ASIC_MEMORY_MB": "64"}
 
 
 def test_out_of_memory_reaches_the_handler_with_a_structured_error():

@@ -6,7 +6,7 @@ memory are a few MiB of tensors.
 
 from device_subprocess import last_line, run_python
 
-SMALL_DEVICE = {"MYASIC_MEMORY_MB": "64"}
+SMALL_DEVICE = {"MY_ASIC_MEMORY_MB": "64"}
 
 
 def test_crossings_fire_once_each_with_hysteresis():

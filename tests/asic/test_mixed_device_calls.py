@@ -45,7 +45,7 @@ def table(request):
     """(mode, {case: [outcome, message or value check, result devices]}) for the whole table."""
     out = run_python(
         _TABLE_SCRIPT.format(here=str(Path(__file__).parent)),
-        env={"MYASIC_HOST_ADDRESSABLE": MODES[request.param]},
+        env={"MY_ASIC_HOST_ADDRESSABLE": MODES[request.param]},
     )
     return request.param, json.loads(last_line(out))
 
@@ -73,7 +73,7 @@ def test_refusal_uses_pytorchs_wording_and_names_the_fix(mode):
         except RuntimeError as e:
             print(str(e).replace("\\n", " "))
         """,
-        env={"MYASIC_HOST_ADDRESSABLE": MODES[mode]},
+        env={"MY_ASIC_HOST_ADDRESSABLE": MODES[mode]},
     )
     message = last_line(out)
     assert message.startswith(
@@ -96,7 +96,7 @@ def test_a_refused_call_leaves_the_device_usable(mode):
                 pass
         print((a + torch.ones(4).to("my_asic")).sum().item(), a.device)
         """,
-        env={"MYASIC_HOST_ADDRESSABLE": MODES[mode]},
+        env={"MY_ASIC_HOST_ADDRESSABLE": MODES[mode]},
     )
     assert last_line(out) == "8.0 my_asic:0"
 

@@ -55,6 +55,6 @@ def test_growing_batch_gets_warning_critical_then_handler_and_continues():
                     largest = batch
         print(log[:3], finite, batch < largest, len(kept))
         """,
-        env={"MYASIC_MEMORY_MB": "128"},
+        env={"MY_ASIC_MEMORY_MB": "128"},
     )
     assert last_line(out) == "['warning', 'critical', 'handler:out_of_memory'] True True 0"
