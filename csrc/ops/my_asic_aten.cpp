@@ -64,6 +64,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::Sym
 sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const c10::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                   bool return_debug_mask, c10::optional<double> scale) {
+  check_same_device("aten::_scaled_dot_product_fused_attention_overrideable",
+                    {{"query", &q}, {"key", &k}, {"value", &v}, {"attn_bias", attn_bias ? &*attn_bias : nullptr}});
   TORCH_CHECK(!(attn_bias.has_value() && attn_bias->defined()) && dropout_p == 0.0,
               "my_asic: the fused attention kernels take no attention mask and no dropout; "
               "_fused_sdp_choice routes those calls to the math implementation");
@@ -131,6 +133,7 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
 std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& x, at::IntArrayRef normalized_shape,
                                                   const c10::optional<at::Tensor>& weight,
                                                   c10::optional<double> eps) {
+  check_same_device("aten::_fused_rms_norm", {{"input", &x}, {"weight", weight ? &*weight : nullptr}});
   const bool served = normalized_shape.size() == 1 && x.dim() >= 1 && weight.has_value() &&
                       weight->defined() && kernel_dtype_ok(x) && weight->scalar_type() == x.scalar_type();
   if (served) {
@@ -160,6 +163,8 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& gra
                                                            const at::Tensor& rstd,
                                                            const c10::optional<at::Tensor>& weight,
                                                            std::array<bool, 2> output_mask) {
+  check_same_device("aten::_fused_rms_norm_backward",
+                    {{"grad_out", &grad_out}, {"input", &x}, {"rstd", &rstd}, {"weight", weight ? &*weight : nullptr}});
   c10::DeviceGuard guard(x.device());
   const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const int64_t n = static_cast<int64_t>(normalized_shape.size());

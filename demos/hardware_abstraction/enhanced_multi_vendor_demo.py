@@ -14,6 +14,9 @@
 4. monitor     Real-time capability analysis: free memory and utilisation sampled live while
                a workload runs (NVML on NVIDIA, my_asic memory statistics, the host's
                /proc counters): a refreshing display on a terminal, plain lines otherwise.
+               Each accelerator has a MemoryMonitor (warning 90%, critical 95%) and the
+               HAL's device error handler lists device errors (an out-of-memory
+               allocation on my_asic empties the cache and is retried once).
 
 Gradients cross device types through CPU tensors on gloo.  Within one device type a
 device-native backend is used where torch.distributed has one registered: ``myccl`` for
@@ -38,6 +41,8 @@ import torch
 import kernel_pytorch
 from kernel_pytorch.distributed_scale import HardwareAdapter
 from kernel_pytorch.hardware_abstraction.hal_core import DeviceSpec, HardwareVendor
+from kernel_pytorch.hardware_abstraction.error_handler import set_error_handler
+from kernel_pytorch.hardware_abstraction.memory_monitor import MemoryEvent, MemoryMonitor
 from kernel_pytorch.hardware_abstraction.measurement import (
     measure_copy_bandwidth, measure_matmul, measure_opencl_matmul, small_mlp, time_call, time_interleaved,
     training_step,
@@ -433,9 +438,34 @@ def part_monitor(adapter: HardwareAdapter, quick: bool, interactive: bool) -> No
     state = {"running": "starting", "done": False}
     lines_drawn = [0]
 
+    # The HAL's memory monitor (warning 90%, critical 95%; checked on a timer
+    # and, on my_asic, on the allocation path) and device error handler: their
+    # events are listed under the samples.
+    events: list = []
+
+    def note_memory(event: MemoryEvent) -> None:
+        events.append(f"{event.device} memory {event.level}: {100 * event.fraction:.1f}% used "
+                      f"(peak {event.peak_bytes / 2**30:.2f} GiB)")
+
+    def note_error(error) -> bool:
+        events.append(f"{error.device} {error.kind} error in {error.op}: {error.message.splitlines()[0]}")
+        if error.kind == "out_of_memory" and error.device.startswith("my_asic"):
+            torch.my_asic.empty_cache()
+            return True  # retry the allocation once
+        return False
+
+    monitors = [MemoryMonitor(d, warning=0.90, critical=0.95, interval_s=0.25, on_warning=note_memory,
+                              on_critical=note_memory, on_normal=note_memory)
+                for d in workload_devices if d.type in ("my_asic", "cuda")]
+    set_error_handler(note_error)
+    for monitor in monitors:
+        monitor.start()
+
     def draw(elapsed: float) -> None:
         rows = [f"t={elapsed:5.1f}s  workload: {state['running']}"]
         rows += [f"  {name:<10} {sample()}" for name, sample in samplers]
+        rows += [f"  monitor    {m.device}: {m.level}, peak {m.peak_bytes / 2**30:.2f} GiB" for m in monitors]
+        rows += [f"  event      {e}" for e in events[-3:]]
         if interactive:
             if lines_drawn[0]:
                 sys.stdout.write(f"\x1b[{lines_drawn[0]}F")  # back to the first line drawn
@@ -473,6 +503,9 @@ def part_monitor(adapter: HardwareAdapter, quick: bool, interactive: bool) -> No
     state["running"] = "finished"
     state["done"] = True
     thread.join()
+    for monitor in monitors:
+        monitor.stop()
+    set_error_handler(None)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
