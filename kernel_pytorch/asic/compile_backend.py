@@ -30,8 +30,23 @@ def my_asic_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
         gm, example_inputs, **kwargs)
 
 
-def on_non_host_addressable_my_asic(gm: torch.fx.GraphModule, example_inputs) -> bool:
-    """Whether a graph computes on a my_asic device whose memory the host cannot address."""
+# Inductor decides some things by device type where it means the kernel
+# language: its scheduler keeps loop reordering/reindexing fusions away from
+# "cpu" (C++) kernels ("not validated yet", torch/_inductor/scheduler.py), and
+# utils.get_current_backend() names the language of any other device
+# config.cuda_backend ("triton"), which steers dtype propagation. my_asic's
+# kernels are the CPU's C++ kernels, so its graphs compile with these set as
+# the CPU has them (only while a my_asic graph compiles).
+INDUCTOR_CONFIG = {
+    "cuda_backend": "cpp",
+    "loop_ordering_after_fusion": False,
+    "loop_reindexing_after_fusion": False,
+    "loop_index_inversion_in_fusion": False,
+}
+
+
+def my_asic_memory(gm: torch.fx.GraphModule, example_inputs):
+    """None when a graph does not compute on my_asic; else "host_addressable" or "device_only"."""
 
     def my_asic(value):
         return isinstance(value, torch.Tensor) and value.device.type == "my_asic"
@@ -40,8 +55,8 @@ def on_non_host_addressable_my_asic(gm: torch.fx.GraphModule, example_inputs) ->
         my_asic(node.meta.get("val", node.meta.get("example_value")))
         for node in getattr(getattr(gm, "graph", None), "nodes", ()))
     if not uses or torch.my_asic.device_count() == 0:
-        return False
-    return not torch.my_asic.get_device_properties(0).host_addressable
+        return None
+    return "host_addressable" if torch.my_asic.get_device_properties(0).host_addressable else "device_only"
 
 
 def notice_once() -> None:

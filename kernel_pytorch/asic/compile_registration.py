@@ -8,7 +8,8 @@ has executed:
 * torch._dynamo.device_interface: my_asic's DeviceInterface (dynamo_interface.py);
 * torch._dynamo.backends.registry: the ``"my_asic"`` backend (compile_backend.py);
 * torch._inductor.compile_fx: graphs on a my_asic runtime without
-  host-addressable memory go to the ``"my_asic"`` backend instead of Inductor.
+  host-addressable memory go to the ``"my_asic"`` backend instead of Inductor;
+  graphs on host-addressable my_asic memory get compile_backend.INDUCTOR_CONFIG.
 
 If torch already imported one of them, its registration runs at once.
 
@@ -44,9 +45,14 @@ def _compile_fx(module) -> None:
     def compile_fx(model, example_inputs, *args, **kwargs):
         from kernel_pytorch.asic import compile_backend
 
-        if compile_backend.on_non_host_addressable_my_asic(model, example_inputs):
+        where = compile_backend.my_asic_memory(model, example_inputs)
+        if where == "device_only":
             compile_backend.notice_once()
             return compile_backend.my_asic_backend(model, example_inputs)
+        if where == "host_addressable" and any(
+                getattr(module.config, k) != v for k, v in compile_backend.INDUCTOR_CONFIG.items()):
+            # compile_fx applies its patches, then calls itself without them: patch once
+            kwargs["config_patches"] = {**compile_backend.INDUCTOR_CONFIG, **(kwargs.get("config_patches") or {})}
         return original(model, example_inputs, *args, **kwargs)
 
     compile_fx._my_asic_redirect = True
