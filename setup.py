@@ -1,12 +1,14 @@
-"""Build kernel_pytorch: the my_asic PyTorch extension and its reference runtime.
+"""Build kernel_pytorch: the my_asic PyTorch extension and its device runtimes.
 
-Two native artifacts are produced:
+Three native artifacts are produced:
 
-* ``kernel_pytorch/_C*.so`` -- the PrivateUse1 glue (csrc/aten), built with
+* ``kernel_pytorch/_C*.so`` -- the PrivateUse1 device (csrc/ layers, docs/architecture.md), built with
   torch.utils.cpp_extension against the installed torch;
 * ``kernel_pytorch/lib/libmyasic.so`` -- the simulated ASIC (csrc/runtime/myasic),
   a plain C++ library with no torch dependency that implements the kpdr ABI.
-  The glue loads it with dlopen, exactly as it would load a vendor's runtime.
+  The glue loads it with dlopen, exactly as it would load a vendor's runtime;
+* ``kernel_pytorch/lib/libkpdr_opencl.so`` -- the kpdr runtime over OpenCL
+  (csrc/runtime/opencl), which loads libOpenCL.so.1 itself at run time.
 
 When torch is a CUDA build and nvcc is found (CUDA_HOME), the extension also
 gets the CUDA kernels of kernel_pytorch.ops (csrc/kernels/cuda/*.cu,
@@ -68,11 +70,22 @@ if BUILD_CUDA and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
 # and into the simulator (its "device" kernels).
 KERNEL_SOURCES = sorted(glob.glob(os.path.join("csrc", "kernels", "cpu", "*.cpp")))
 RUNTIME_SOURCES = sorted(glob.glob(os.path.join("csrc", "runtime", "myasic", "*.cpp"))) + KERNEL_SOURCES
+# The OpenCL runtime: torch-free, includes only kpdr.h, needs no OpenCL SDK
+# (it dlopens libOpenCL.so.1 at kpdrInit).
+OPENCL_RUNTIME_SOURCES = sorted(glob.glob(os.path.join("csrc", "runtime", "opencl", "*.cpp")))
+# (library, sources, folder with exports.map, extra link arguments)
+RUNTIMES = [
+    ("libmyasic.so", RUNTIME_SOURCES, os.path.join("csrc", "runtime", "myasic"), []),
+    ("libkpdr_opencl.so", OPENCL_RUNTIME_SOURCES, os.path.join("csrc", "runtime", "opencl"), ["-ldl"]),
+]
 EXTENSION_SOURCES = (
-    sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp")))
+    sorted(glob.glob(os.path.join("csrc", "core", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "aten", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "aten", "native", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "profiler", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "ops", "*.cpp")))
     + sorted(glob.glob(os.path.join("csrc", "distributed", "*.cpp")))
+    + sorted(glob.glob(os.path.join("csrc", "python", "*.cpp")))
     + KERNEL_SOURCES
 )
 CUDA_SOURCES = sorted(glob.glob(os.path.join("csrc", "ops", "cuda", "*.cpp"))) + sorted(
@@ -82,7 +95,7 @@ CUDA_SOURCES = sorted(glob.glob(os.path.join("csrc", "ops", "cuda", "*.cpp"))) +
 
 # Kineto's headers, which torch ships when it was built with Kineto: the
 # PrivateUse1 profiler registry includes them by bare name, and
-# csrc/aten/profiler_kineto.cpp (torch.profiler's my_asic device activities)
+# csrc/profiler/profiler_kineto.cpp (torch.profiler's my_asic device activities)
 # compiles only where they are found.
 KINETO_INCLUDE = [d for d in [os.path.join(os.path.dirname(torch.__file__), "include", "kineto")] if os.path.isdir(d)]
 
@@ -111,7 +124,7 @@ def _extension():
 
 
 class BuildWithRuntime(BuildExtension):
-    """Builds the reference device runtime next to the extension module."""
+    """Builds the device runtimes (simulator, OpenCL) next to the extension module."""
 
     def run(self):
         super().run()
@@ -121,29 +134,34 @@ class BuildWithRuntime(BuildExtension):
         ext_path = self.get_ext_fullpath("kernel_pytorch._C")
         out_dir = os.path.join(os.path.dirname(os.path.abspath(ext_path)), "lib")
         os.makedirs(out_dir, exist_ok=True)
-        target = os.path.join(out_dir, "libmyasic.so")
+        for name, sources, directory, libraries in RUNTIMES:
+            self._build_one_runtime(os.path.join(out_dir, name), sources, directory, libraries)
+
+    def _build_one_runtime(self, target, sources, directory, libraries):
         # Incremental like the ninja-built extension: relink only when an input is newer.
+        exports = os.path.join(ROOT, directory, "exports.map")
         inputs = (
-            [os.path.join(ROOT, p) for p in RUNTIME_SOURCES]
+            [os.path.join(ROOT, p) for p in sources]
             + glob.glob(os.path.join(ROOT, "csrc", "runtime", "**", "*.h"), recursive=True)
             + glob.glob(os.path.join(ROOT, "csrc", "kernels", "**", "*.h"), recursive=True)
-            + [os.path.join(ROOT, "csrc", "runtime", "myasic", "exports.map"), os.path.abspath(__file__)]
+            + [exports, os.path.abspath(__file__)]
         )
         if os.path.exists(target) and os.path.getmtime(target) >= max(map(os.path.getmtime, inputs)):
-            print(f"reference device runtime up to date: {target}", file=sys.stderr)
+            print(f"device runtime up to date: {target}", file=sys.stderr)
             return
         cxx = os.environ.get("CXX", "c++")
         cmd = [
             cxx, "-O2", "-std=c++17", "-fPIC", "-shared", "-pthread",
             "-fvisibility=hidden", "-fvisibility-inlines-hidden",
             # Export exactly the kpdr ABI, whatever else the toolchain makes visible.
-            "-Wl,--version-script=" + os.path.join(ROOT, "csrc", "runtime", "myasic", "exports.map"),
+            "-Wl,--version-script=" + exports,
             "-I", os.path.join(ROOT, "csrc", "runtime"),
             "-I", os.path.join(ROOT, "csrc"),
-            *[os.path.join(ROOT, s) for s in RUNTIME_SOURCES],
+            *[os.path.join(ROOT, s) for s in sources],
+            *libraries,
             "-o", target,
         ]
-        print("building the reference device runtime:", " ".join(cmd), file=sys.stderr)
+        print("building a device runtime:", " ".join(cmd), file=sys.stderr)
         subprocess.check_call(cmd)
 
 

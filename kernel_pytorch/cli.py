@@ -66,6 +66,13 @@ def _command_devices(args: argparse.Namespace) -> int:
             print(f"could not read: {device['device']}: {what} ({error})")
     for vendor, reason in capabilities["unavailable_vendors"].items():
         print(f"not found: {vendor}: {reason}")
+    opencl = [d for d in capabilities["cross_vendor_devices"] if d["vendor"] == "opencl"]
+    if opencl:
+        print("To run my_asic on an OpenCL device (the bundled OpenCL kpdr runtime):")
+        for device in opencl:
+            print(f"  {device['device']}: MY_ASIC_RUNTIME=opencl MY_ASIC_RUNTIME_OPTIONS=\"device={device['name']}\" "
+                  f"python your_script.py")
+        print("  or in Python, before the first use: torch.my_asic.select_runtime(\"opencl\", \"device=...\")")
     return 0
 
 

@@ -21,7 +21,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "runtime.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 

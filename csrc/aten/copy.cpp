@@ -5,17 +5,12 @@
 // for device-to-device, with the host view of device memory when the runtime
 // allows it. non_blocking=True returns before the copy ends only when the
 // host side is pinned memory, as in CUDA.
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ATen.h>
 #include <ATen/ops/copy_native.h>
 #include <torch/library.h>
 
-#include "device_activity.h"
-#include "device_allocator.h"
-#include "host_allocator.h"
-#include "host_scope.h"
-#include "host_view.h"
-#include "runtime.h"
-#include "streams.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 namespace {

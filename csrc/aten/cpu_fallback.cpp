@@ -2,10 +2,10 @@
 //
 // With host-addressable device memory (the reference simulator) the CPU
 // kernel runs directly on device memory: arguments become host aliases and
-// CPU allocations made by the kernel come from device memory (host_view.h),
+// CPU allocations made by the kernel come from device memory (host views, core/core.h),
 // so nothing is copied. Otherwise at::native::cpu_fallback copies arguments
 // to the host and results back through the runtime.
-#include "cpu_fallback.h"
+#include "aten/aten.h"
 
 #include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/native/CPUFallback.h>
@@ -22,11 +22,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "generator.h"
-#include "host_view.h"
-#include "runtime.h"
+#include "core/core.h"
 #include "autograd_device_threads.h"
-#include "streams.h"
 
 namespace kernel_pytorch {
 namespace {

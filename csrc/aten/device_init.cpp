@@ -3,10 +3,9 @@
 #include <atomic>
 #include <mutex>
 
-#include "cpu_fallback.h"
-#include "host_view.h"
+#include "aten/aten.h"
+#include "core/core.h"
 #include "native/host_kernels.h"
-#include "runtime.h"
 #include "sparse.h"
 
 namespace kernel_pytorch {

@@ -1,15 +1,12 @@
 // at::PrivateUse1HooksInterface: how ATen asks my_asic about availability,
 // devices, generators and pinned memory (backward(), pin_memory(),
 // torch.Generator("my_asic"), torch.accelerator all go through here).
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/StorageImpl.h>
 
-#include "device_allocator.h"
+#include "core/core.h"
 #include "device_init.h"
-#include "generator.h"
-#include "host_allocator.h"
-#include "runtime.h"
-#include "streams.h"
 
 namespace kernel_pytorch {
 namespace {

@@ -50,8 +50,8 @@
 
 #include "sparse.h"
 
-#include "cpu_fallback.h"
-#include "runtime.h"
+#include "aten/aten.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 namespace {

@@ -14,8 +14,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "device_allocator.h"
-#include "runtime.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 namespace {

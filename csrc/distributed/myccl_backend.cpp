@@ -1,12 +1,10 @@
 #include "myccl_backend.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "aten/host_allocator.h"
-#include "aten/host_view.h"
-#include "aten/runtime.h"
-#include "aten/streams.h"
+#include "core/core.h"
 
 namespace kernel_pytorch::distributed {
 namespace {

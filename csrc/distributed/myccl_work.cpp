@@ -5,7 +5,7 @@
 
 #include <thread>
 
-#include "aten/streams.h"
+#include "core/core.h"
 
 namespace kernel_pytorch::distributed {
 namespace {

@@ -1,7 +1,7 @@
 // Python side of myccl: kernel_pytorch._C._distributed. Thin wrappers only;
 // kernel_pytorch/distributed/myccl.py registers the backend with
 // torch.distributed.
-#include "python_bindings.h"
+#include "distributed.h"
 
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
@@ -11,7 +11,7 @@
 
 namespace kernel_pytorch::distributed {
 
-void register_bindings(pybind11::module& parent) {
+void init_distributed_bindings(pybind11::module_& parent) {
   namespace py = pybind11;
   auto m = parent.def_submodule("_distributed", "myccl, the torch.distributed backend of my_asic");
   py::class_<MycclBackend, c10d::Backend, c10::intrusive_ptr<MycclBackend>>(m, "MycclBackend")

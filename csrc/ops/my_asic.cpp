@@ -6,9 +6,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/cpu_fallback.h"
-#include "aten/runtime.h"
-#include "aten/streams.h"
+#include "aten/aten.h"
+#include "core/core.h"
 #include "ops/op_args.h"
 
 namespace kernel_pytorch::ops {

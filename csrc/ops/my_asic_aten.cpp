@@ -16,10 +16,8 @@
 #include <cmath>
 #include <limits>
 
-#include "aten/cpu_fallback.h"
-#include "aten/native/host_kernels.h"
-#include "aten/runtime.h"
-#include "aten/streams.h"
+#include "aten/aten.h"
+#include "core/core.h"
 #include "ops/op_args.h"
 #include "ops/reference.h"
 

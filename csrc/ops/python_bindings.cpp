@@ -1,6 +1,8 @@
-#include "ops/python_bindings.h"
+#include "ops/ops.h"
 
-#include "aten/runtime.h"
+#include <torch/extension.h>
+
+#include "core/core.h"
 #include "kernels/kernels.h"
 #ifdef KP_WITH_CUDA
 #include "ops/cuda/python_bindings.h"
@@ -27,7 +29,7 @@ std::string cuda_not_built() {
 
 }  // namespace
 
-void add_python_bindings(py::module_& m) {
+void init_ops_bindings(py::module_& m) {
 #ifdef KP_WITH_CUDA
   cuda::add_python_bindings(m);
 #else

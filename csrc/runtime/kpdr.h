@@ -2,7 +2,7 @@
  * kpdr.h — the kernel_pytorch Device Runtime ABI.
  *
  * This is the whole contract between kernel_pytorch's PyTorch integration
- * (csrc/aten) and a chip vendor's runtime. A vendor ships a shared library
+ * (csrc/core) and a chip vendor's runtime. A vendor ships a shared library
  * exporting these C symbols; kernel_pytorch loads it with dlopen and never
  * talks to the hardware any other way.
  *

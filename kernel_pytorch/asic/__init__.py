@@ -53,6 +53,7 @@ from kernel_pytorch.asic.random import (
     set_rng_state,
     set_rng_state_all,
 )
+from kernel_pytorch.asic.registration import select_runtime
 from kernel_pytorch.asic.streams import (
     Event,
     Stream,
@@ -106,7 +107,7 @@ __all__ = [
     "is_initialized", "is_simulated", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
     "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "native_kernels",
     "reset_accumulated_memory_stats",
-    "reset_fallback_stats", "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_fallback_mode",
+    "reset_fallback_stats", "reset_peak_memory_stats", "seed", "seed_all", "select_runtime", "set_device", "set_fallback_mode",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
     "synchronize",
 ]

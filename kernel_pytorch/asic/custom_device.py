@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 
-from kernel_pytorch.asic.registration import BUNDLED_RUNTIME_DIR, claim_privateuse1, register_device
+from kernel_pytorch.asic.registration import BUNDLED_RUNTIME_DIR, BUNDLED_RUNTIMES, claim_privateuse1, register_device
 from kernel_pytorch.hardware_abstraction.hal_core import HardwareVendor
 
 __all__ = [
@@ -84,8 +84,9 @@ class PrivateUse1Config:
             ``"my_asic"``, and PyTorch allows one name per process.
         vendor: the vendor of the device.
         backend_library: the kpdr runtime library: a path, or a bare file name
-            looked up in the package's bundled runtimes first and then by the
-            system loader (``LD_LIBRARY_PATH``, ldconfig).
+            looked up in the package's bundled runtimes first (``libmyasic.so``,
+            ``libkpdr_opencl.so``; the short names ``"myasic"`` and ``"opencl"``
+            work too) and then by the system loader (``LD_LIBRARY_PATH``, ldconfig).
         enable_autograd: autograd on the device. PyTorch's AutogradPrivateUse1
             fallback always provides it, so this must stay True.
         enable_compilation: whether torch.compile is expected to work on the
@@ -133,6 +134,7 @@ def resolve_backend_library(library: str) -> str:
         FileNotFoundError: the library cannot be found or loaded.
         ValueError: it loads but is not a kpdr runtime of the right version.
     """
+    library = BUNDLED_RUNTIMES.get(library.lower(), library) if library else library
     if not library:
         raise ValueError("backend_library is empty: give a path or a file name such as 'libmyasic.so'")
     if os.sep in library:

@@ -13,6 +13,46 @@ DEVICE_NAME = "my_asic"
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUNDLED_RUNTIME_DIR = os.path.join(_PACKAGE_DIR, "lib")
 BUNDLED_RUNTIME = os.path.join(BUNDLED_RUNTIME_DIR, "libmyasic.so")
+#: Short names of the runtimes shipped in ``lib/`` (``MY_ASIC_RUNTIME=opencl``).
+BUNDLED_RUNTIMES = {
+    "myasic": "libmyasic.so",      # the simulator (default)
+    "simulator": "libmyasic.so",
+    "opencl": "libkpdr_opencl.so",  # any OpenCL device: PoCL on CPUs, NVIDIA/AMD/Intel GPUs
+}
+
+
+def runtime_library(name: str) -> str:
+    """The library file for a runtime given by short name, file name or path.
+
+    ``"opencl"`` and ``"myasic"`` name the bundled runtimes; a bare file name such
+    as ``"libkpdr_opencl.so"`` is looked up in the bundled ``lib/`` first (then by the
+    system loader); anything with a path separator is used as given.
+    """
+    name = BUNDLED_RUNTIMES.get(name.strip().lower(), name.strip()) if name.strip() else "libmyasic.so"
+    if os.sep not in name and os.path.isfile(os.path.join(BUNDLED_RUNTIME_DIR, name)):
+        return os.path.join(BUNDLED_RUNTIME_DIR, name)
+    return name
+
+
+def select_runtime(runtime: str, options: str = "") -> str:
+    """Chooses the kpdr runtime (and its kpdrInit options) my_asic will use.
+
+    Call before the device is first used in the process; the environment
+    equivalent is ``MY_ASIC_RUNTIME=opencl MY_ASIC_RUNTIME_OPTIONS="platform=NVIDIA"``.
+    Example: ``select_runtime("opencl", "device_type=gpu")`` makes the first OpenCL
+    GPU the my_asic device.
+
+    Returns:
+        The library path that will be loaded.
+
+    Raises:
+        RuntimeError: the device is already initialised with another runtime.
+    """
+    from kernel_pytorch import _C
+
+    path = runtime_library(runtime)
+    _C._set_runtime(path, options)
+    return path
 
 
 def claim_privateuse1(name: str = DEVICE_NAME) -> None:
@@ -114,6 +154,8 @@ def register_device(force: bool = False) -> bool:
     register_exit_hook()
     _env.warn_old_names()  # the runtime reads its MY_ASIC_* settings itself, at first use
     if not _C._runtime_library():
-        # The default runtime; register_custom_device may still replace it.
-        _C._set_runtime(_env.getenv("MY_ASIC_RUNTIME", BUNDLED_RUNTIME), "")
+        # The default runtime (MY_ASIC_RUNTIME: a short name such as "opencl", a file
+        # name or a path); register_custom_device or select_runtime may still replace it.
+        _C._set_runtime(runtime_library(_env.getenv("MY_ASIC_RUNTIME", "")),
+                        _env.getenv("MY_ASIC_RUNTIME_OPTIONS", ""))
     return True

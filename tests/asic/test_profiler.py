@@ -1,10 +1,10 @@
 """The PyTorch profiler on my_asic.
 
 use_device="my_asic" times every op on the device with runtime events (the
-PrivateUse1 profiler stubs, csrc/aten/profiler.cpp), so key_averages() has
+PrivateUse1 profiler stubs, csrc/profiler/profiler.cpp), so key_averages() has
 my_asic time. torch.profiler.profile(activities=[CPU, PrivateUse1]) records
 the device work itself, kernels and copies per stream, linked to the op that
-started it (the Kineto activity profiler, csrc/aten/profiler_kineto.cpp).
+started it (the Kineto activity profiler, csrc/profiler/profiler_kineto.cpp).
 Each case runs in a subprocess so the profiler's own logging on stderr can be
 checked too.
 """

@@ -40,10 +40,21 @@ def test_devices_json_lists_devices_and_unavailable_vendors(capsys):
     assert isinstance(payload["unavailable_vendors"], dict)
 
 
+def test_devices_says_how_to_make_each_opencl_device_the_my_asic_device(capsys):
+    _, out, _ = run_cli(capsys, "devices", "--json")
+    opencl = [d for d in json.loads(out)["devices"] if d["vendor"] == "opencl"]
+    if not opencl:
+        pytest.skip("no OpenCL device here (install pocl-opencl-icd)")
+    _, table, _ = run_cli(capsys, "devices")
+    for device in opencl:
+        assert f'MY_ASIC_RUNTIME=opencl MY_ASIC_RUNTIME_OPTIONS="device={device["name"]}"' in table
+
+
 def test_devices_json_names_each_device_as_the_table_does(capsys):
     _, table, _ = run_cli(capsys, "devices")
     _, out, _ = run_cli(capsys, "devices", "--json")
-    first_column = [line.split()[0] for line in table.splitlines()[2:] if line and not line.startswith(("Peak", "not found", "could not"))]
+    footer = ("Peak", "not found", "could not", "To run my_asic", " ")
+    first_column = [line.split()[0] for line in table.splitlines()[2:] if line and not line.startswith(footer)]
     assert [d["device"] for d in json.loads(out)["devices"]] == first_column
     for device in json.loads(out)["devices"]:
         if not device["torch_usable"]:  # e.g. PoCL's OpenCL CPU device

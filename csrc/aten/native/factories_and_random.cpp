@@ -1,7 +1,7 @@
 // Fills, ranges and random numbers on my_asic tensors (host_kernels.h).
 //
 // ATen's CPU random kernels draw from a CPU generator. A my_asic generator
-// owns one CPU engine per device (generator.h), the same engine the fallback
+// owns one CPU engine per device (core/core.h), the same engine the fallback
 // used, so seeded sequences are unchanged and reproducible.
 #include <ATen/ops/arange_native.h>
 #include <ATen/ops/bernoulli_native.h>
@@ -12,7 +12,7 @@
 #include <ATen/ops/uniform_native.h>
 #include <ATen/ops/zero_native.h>
 
-#include "../generator.h"
+#include "core/core.h"
 #include "host_kernels.h"
 
 namespace kernel_pytorch::native {

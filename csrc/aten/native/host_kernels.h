@@ -35,11 +35,9 @@
 #include <utility>
 #include <vector>
 
-#include "../cpu_fallback.h"
-#include "../host_scope.h"
-#include "../runtime.h"
+#include "aten/aten.h"
+#include "core/core.h"
 #include "../autograd_device_threads.h"
-#include "../streams.h"
 
 namespace kernel_pytorch::native {
 
@@ -109,10 +107,10 @@ struct CallDevice {
 // Scope of one native kernel: waits for the current stream of the my_asic
 // device the arguments live on (the CPU kernel runs on the host thread, in
 // stream order), and while alive makes device work started from inside the
-// kernel synchronous (host_scope.h).
+// kernel synchronous (the host kernel scope of core/core.h).
 //
 // While the profiler records device activity, the outermost scope on a thread
-// is recorded as one kernel on that stream (device_activity.h). A caller that
+// is recorded as one kernel on that stream (activity::HostWork, core/core.h). A caller that
 // gives up on the kernel before running it (and takes the fallback) calls
 // dismiss().
 class HostKernelScope {
@@ -194,10 +192,6 @@ void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);
 void register_attention(Registrar& r);
-
-// Whether ATen's CPU flash attention (forward and backward) serves my_asic
-// tensors (attention.cpp): host-addressable memory and both kernels found.
-bool host_flash_attention();
 
 // Wraps an ATen CPU implementation `fn` as a my_asic kernel.
 template <auto fn, class Sig = std::remove_pointer_t<decltype(fn)>>

@@ -1,0 +1,103 @@
+// torch.my_asic's device, memory, stream and generator calls: thin wrappers
+// over the device core, added to kernel_pytorch._C by csrc/python/module.cpp.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "core/core.h"
+
+namespace kernel_pytorch {
+namespace {
+
+py::dict device_properties_dict(c10::DeviceIndex index) {
+  const auto& p = device_properties(index);
+  py::dict d;
+  d["name"] = std::string(p.name);
+  d["total_memory"] = p.total_memory;
+  d["multi_processor_count"] = p.compute_units;
+  d["host_addressable"] = p.host_addressable != 0;
+  return d;
+}
+
+// The same flat keys as torch.cuda.memory_stats().
+py::dict memory_stats_dict(c10::DeviceIndex index) {
+  const auto stats = device_allocator().getDeviceStats(index);
+  py::dict d;
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto add = [&](const char* name, const c10::CachingAllocator::StatArray& a) {
+    for (int i = 0; i < 3; ++i) {
+      const std::string prefix = std::string(name) + "." + pools[i] + ".";
+      d[py::str(prefix + "current")] = a[i].current;
+      d[py::str(prefix + "peak")] = a[i].peak;
+      d[py::str(prefix + "allocated")] = a[i].allocated;
+      d[py::str(prefix + "freed")] = a[i].freed;
+    }
+  };
+  add("allocation", stats.allocation);
+  add("segment", stats.segment);
+  add("active", stats.active);
+  add("allocated_bytes", stats.allocated_bytes);
+  add("reserved_bytes", stats.reserved_bytes);
+  add("active_bytes", stats.active_bytes);
+  add("requested_bytes", stats.requested_bytes);
+  d["num_alloc_retries"] = stats.num_alloc_retries;
+  d["num_ooms"] = stats.num_ooms;
+  d["num_device_alloc"] = stats.num_device_alloc;
+  d["num_device_free"] = stats.num_device_free;
+  return d;
+}
+
+py::tuple stream_tuple(const c10::Stream& s) {
+  return py::make_tuple(
+      s.id(), static_cast<int>(s.device_index()), static_cast<int>(s.device_type()));
+}
+
+// A device index from Python, checked before it is narrowed to
+// c10::DeviceIndex (int8), where 256 would silently become device 0.
+c10::DeviceIndex device_arg(int64_t index) {
+  const int64_t count = device_count();
+  TORCH_CHECK_INDEX(
+      index >= 0 && index < count, "my_asic: invalid device index ", index, ": this process has ", count,
+      " my_asic device(s) (valid indices 0..", count - 1, "). Check torch.my_asic.device_count().");
+  return static_cast<c10::DeviceIndex>(index);
+}
+
+} // namespace
+
+void init_core_bindings(py::module_& m) {
+  m.def("_set_runtime", &set_runtime_config, py::arg("library_path"), py::arg("options"));
+  m.def("_runtime_library", &runtime_library_path);
+  m.def("_runtime_options", &runtime_options);
+  m.def("_is_initialized", &runtime_initialized);
+  m.def("_in_bad_fork", &in_bad_fork);
+  m.def("_device_count", [] { return static_cast<int>(device_count_noexcept()); });
+  m.def("_get_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int64_t i) { set_current_device(device_arg(i)); });
+  m.def("_get_device_properties", [](int64_t i) { return device_properties_dict(device_arg(i)); });
+  m.def("_synchronize", [](int64_t i) {
+    const auto d = device_arg(i);
+    py::gil_scoped_release no_gil;
+    KPDR_CHECK(rt().DeviceSynchronize(d));
+  });
+  m.def("_mem_get_info", [](int64_t i) { return device_allocator().getMemoryInfo(device_arg(i)); });
+  m.def("_memory_stats", [](int64_t i) { return memory_stats_dict(device_arg(i)); });
+  m.def("_reset_peak_memory_stats", [](int64_t i) { device_allocator().resetPeakStats(device_arg(i)); });
+  m.def("_reset_accumulated_memory_stats", [](int64_t i) { device_allocator().resetAccumulatedStats(device_arg(i)); });
+  m.def("_empty_cache", [] { device_allocator().emptyCache(); });
+  m.def("_set_memory_fraction", [](double f, int64_t i) { device_allocator().setMemoryFraction(f, device_arg(i)); });
+  m.def("_get_memory_fraction", [](int64_t i) { return device_allocator().getMemoryFraction(device_arg(i)); });
+  m.def("_get_default_generator", [](int64_t i) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(default_generator(device_arg(i))));
+  });
+  m.def("_current_stream", [](int64_t i) { return stream_tuple(current_stream(device_arg(i))); });
+  m.def("_default_stream", [](int64_t i) { return stream_tuple(default_stream(device_arg(i))); });
+  m.def("_stream_priority", [](int64_t id, int64_t device) {
+    return stream_priority(c10::Stream(
+        c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device_arg(device)), id));
+  });
+  m.def("_set_stream", [](int64_t id, int64_t device) {
+    exchange_current_stream(c10::Stream(
+        c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, device_arg(device)), id));
+  });
+}
+
+} // namespace kernel_pytorch

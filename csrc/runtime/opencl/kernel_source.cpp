@@ -1,0 +1,550 @@
+// OpenCL C for the seven kernel-table entries (kpdr.h). One program per
+// storage dtype (-DKP_DTYPE): float32 as float, float16 through the core
+// vload_half/vstore_half (no cl_khr_fp16 needed: NVIDIA's OpenCL lacks it),
+// bfloat16 as ushort widened to float. Arithmetic is float32 throughout.
+// Every tensor arrives as (buffer, byte offset): the runtime's device
+// pointers are translated to the cl_mem that holds them at launch.
+#include "kernel_source.h"
+
+namespace kpdr_opencl {
+
+const char* const kKernelSource = R"CLC(
+#define WG KP_WG
+#define BUF(n) __global uchar* n##_b, ulong n##_o
+#define AT(ty, n) ((__global ty*)(n##_b + n##_o))
+
+#if KP_DTYPE == 0
+typedef float T;
+inline float ld(const __global float* p, long i) { return p[i]; }
+inline void st(__global float* p, long i, float v) { p[i] = v; }
+#elif KP_DTYPE == 1
+typedef half T;
+inline float ld(const __global half* p, long i) { return vload_half((size_t)i, p); }
+inline void st(__global half* p, long i, float v) { vstore_half_rte(v, (size_t)i, p); }
+#else
+typedef ushort T;
+inline float ld(const __global ushort* p, long i) { return as_float(((uint)p[i]) << 16); }
+inline void st(__global ushort* p, long i, float v) {
+  uint u = as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) { p[i] = (ushort)((u >> 16) | 0x40u); return; }  /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);  /* round to nearest even */
+  p[i] = (ushort)(u >> 16);
+}
+#endif
+
+/* Four consecutive elements at index i (a multiple of 4 from the base
+ * pointer; vloadn needs only element alignment). 16 bytes of float32 or 8 of
+ * 16-bit types per load keep enough bytes in flight on GPUs. */
+#if KP_DTYPE == 0
+inline float4 ld4(const __global float* p, long i) { return vload4((size_t)(i >> 2), p); }
+inline void st4(__global float* p, long i, float4 v) { vstore4(v, (size_t)(i >> 2), p); }
+#elif KP_DTYPE == 1
+inline float4 ld4(const __global half* p, long i) { return vload_half4((size_t)(i >> 2), p); }
+inline void st4(__global half* p, long i, float4 v) { vstore_half4_rte(v, (size_t)(i >> 2), p); }
+#else
+inline float4 ld4(const __global ushort* p, long i) {
+  return as_float4(convert_uint4(vload4((size_t)(i >> 2), p)) << 16);
+}
+inline void st4(__global ushort* p, long i, float4 v) {
+  uint4 u = as_uint4(v);
+  const uint4 rounded = (u + (uint4)(0x7fffu) + ((u >> 16) & (uint4)(1u))) >> 16;
+  const uint4 nan = (u >> 16) | (uint4)(0x40u);
+  u = select(rounded, nan, (u & (uint4)(0x7fffffffu)) > (uint4)(0x7f800000u));
+  vstore4(convert_ushort4(u), (size_t)(i >> 2), p);
+}
+#endif
+inline float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+/* A tensor of any kpdrDtype (rope's cos/sin may differ from x). */
+inline float ld_any(const __global uchar* p, long i, int dtype) {
+  if (dtype == 0) return ((const __global float*)p)[i];
+  if (dtype == 1) return vload_half((size_t)i, (const __global half*)p);
+  return as_float(((uint)((const __global ushort*)p)[i]) << 16);
+}
+
+inline float4 ld_any4(const __global uchar* p, long i, int dtype) {
+  if (dtype == 0) return vload4((size_t)(i >> 2), (const __global float*)p);
+  if (dtype == 1) return vload_half4((size_t)(i >> 2), (const __global half*)p);
+  return as_float4(convert_uint4(vload4((size_t)(i >> 2), (const __global ushort*)p)) << 16);
+}
+
+inline float wg_sum(float v, __local float* scratch) {
+  const int lid = get_local_id(0);
+  scratch[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = WG / 2; s > 0; s >>= 1) {
+    if (lid < s) scratch[lid] += scratch[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = scratch[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+inline float wg_max(float v, __local float* scratch) {
+  const int lid = get_local_id(0);
+  scratch[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = WG / 2; s > 0; s >>= 1) {
+    if (lid < s) scratch[lid] = fmax(scratch[lid], scratch[lid + s]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = scratch[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+
+/* One work-group per row; 4 elements per load where the row allows it. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_rms_norm(long cols, BUF(x), long xs, BUF(res), long rs, BUF(w), BUF(out), long os,
+                 BUF(ro), long ros, float eps, BUF(rstd), int has_res, int has_rstd) {
+  __local float scratch[WG];
+  const long r = get_group_id(0);
+  const int lid = get_local_id(0);
+  const __global T* x = AT(T, x);
+  const __global T* res = AT(T, res);
+  const __global T* w = AT(T, w);
+  __global T* out = AT(T, out);
+  __global T* ro = AT(T, ro);
+  const bool vec = ((cols | xs | os | (has_res ? (rs | ros) : 0)) & 3) == 0;
+  const long vcols = vec ? cols : 0;  /* [0, vcols) in vectors, the rest one by one */
+  float ss = 0.0f;
+  if (has_res) {
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+      st4(ro, r * ros + i, ld4(x, r * xs + i) + ld4(res, r * rs + i));
+      const float4 s = ld4(ro, r * ros + i);  /* the rounded sum is what gets normalised */
+      ss += sum4(s * s);
+    }
+    for (long i = vcols + lid; i < cols; i += WG) {
+      st(ro, r * ros + i, ld(x, r * xs + i) + ld(res, r * rs + i));
+      const float s = ld(ro, r * ros + i);
+      ss += s * s;
+    }
+  } else {
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+      const float4 v = ld4(x, r * xs + i);
+      ss += sum4(v * v);
+    }
+    for (long i = vcols + lid; i < cols; i += WG) {
+      const float v = ld(x, r * xs + i);
+      ss += v * v;
+    }
+  }
+  const float inv = rsqrt(wg_sum(ss, scratch) / (float)cols + eps);
+  if (has_rstd && lid == 0) AT(float, rstd)[r] = inv;
+  const __global T* src = has_res ? (const __global T*)ro : x;
+  const long src_stride = has_res ? ros : xs;
+  for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+    st4(out, r * os + i, ld4(src, r * src_stride + i) * inv * ld4(w, i));
+  }
+  for (long i = vcols + lid; i < cols; i += WG) {
+    st(out, r * os + i, ld(src, r * src_stride + i) * inv * ld(w, i));
+  }
+}
+
+/* global (ceil(cols / 4) rounded up, rows): 4 elements per work-item. */
+__kernel void kp_silu(long cols, BUF(x), long xs, BUF(out), long os, int gated) {
+  const long i = 4 * get_global_id(0), r = get_global_id(1);
+  if (i >= cols) return;
+  const __global T* x = AT(T, x);
+  __global T* out = AT(T, out);
+  if (((cols | xs | os) & 3) == 0) {
+    const float4 v = ld4(x, r * xs + i);
+    float4 s = v / (1.0f + exp(-v));
+    if (gated) s *= ld4(x, r * xs + cols + i);
+    st4(out, r * os + i, s);
+    return;
+  }
+  for (long j = i; j < min(i + 4, cols); ++j) {
+    const float v = ld(x, r * xs + j);
+    float s = v / (1.0f + exp(-v));
+    if (gated) s *= ld(x, r * xs + cols + j);
+    st(out, r * os + j, s);
+  }
+}
+
+/* 1-D over (position, head, group of 4 rotation pairs), in full work-groups:
+ * neighbouring work-items touch neighbouring bytes of a head. */
+__kernel void kp_rope(long seq, long heads, long head_dim, BUF(x), long xs0, long xs1, long xs2,
+                      BUF(out), long os0, long os1, long os2, BUF(cs), BUF(sn), int cs_dtype,
+                      long csb, long css, int interleaved, int inverse, long total) {
+  const long id = get_global_id(0);
+  if (id >= total) return;
+  const long half_dim = head_dim / 2, quads = (half_dim + 3) / 4;
+  const long i = 4 * (id % quads), h = (id / quads) % heads, p = id / (quads * heads);
+  const long b = p / seq, s = p % seq;
+  const long ci = b * csb + s * css + i;
+  const float sign = inverse ? -1.0f : 1.0f;
+  const __global T* x = AT(T, x);
+  __global T* out = AT(T, out);
+  const long xb = b * xs0 + s * xs1 + h * xs2, ob = b * os0 + s * os1 + h * os2;
+  if (((half_dim | xb | ob | ci) & 3) == 0) {
+    const float4 c = ld_any4(cs_b + cs_o, ci, cs_dtype);
+    const float4 sv = sign * ld_any4(sn_b + sn_o, ci, cs_dtype);
+    if (interleaved) {
+      const float4 v0 = ld4(x, xb + 2 * i), v1 = ld4(x, xb + 2 * i + 4);
+      const float4 e = (float4)(v0.x, v0.z, v1.x, v1.z), o = (float4)(v0.y, v0.w, v1.y, v1.w);
+      const float4 re = e * c - o * sv, ro = e * sv + o * c;
+      st4(out, ob + 2 * i, (float4)(re.x, ro.x, re.y, ro.y));
+      st4(out, ob + 2 * i + 4, (float4)(re.z, ro.z, re.w, ro.w));
+    } else {
+      const float4 x1 = ld4(x, xb + i), x2 = ld4(x, xb + half_dim + i);
+      st4(out, ob + i, x1 * c - x2 * sv);
+      st4(out, ob + half_dim + i, x1 * sv + x2 * c);
+    }
+    return;
+  }
+  for (long k = i; k < min(i + 4, half_dim); ++k) {
+    const long cj = ci + (k - i);
+    const float c = ld_any(cs_b + cs_o, cj, cs_dtype);
+    const float sv = sign * ld_any(sn_b + sn_o, cj, cs_dtype);
+    const long i1 = interleaved ? 2 * k : k, i2 = interleaved ? 2 * k + 1 : k + half_dim;
+    const float x1 = ld(x, xb + i1), x2 = ld(x, xb + i2);
+    st(out, ob + i1, x1 * c - x2 * sv);
+    st(out, ob + i2, x1 * sv + x2 * c);
+  }
+}
+
+/* One work-group per row. Rows of up to 4 * WG * KP_ROW_VECS elements are
+ * read once and kept in registers; longer ones are read twice (an online
+ * max/sum pass, then the write pass). Every barrier (wg_max, wg_sum) is
+ * reached by all work-items outside any branch, as OpenCL (and PoCL) need. */
+#define KP_ROW_VECS 8
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
+  __local float scratch[WG];
+  const long r = get_group_id(0);
+  const int lid = get_local_id(0);
+  const __global T* x = AT(T, x);
+  __global T* out = AT(T, out);
+  const long vcols = ((cols | xs | os) & 3) == 0 ? cols : 0;
+  const bool in_registers = vcols > 0 && vcols <= 4 * WG * KP_ROW_VECS;
+  float4 row[KP_ROW_VECS];
+  float m = -INFINITY, s = 0.0f;  /* this work-item's max and (streamed) sum of exp(v - m) */
+  if (in_registers) {
+    #pragma unroll
+    for (int k = 0; k < KP_ROW_VECS; ++k) {
+      const long i = 4 * (lid + (long)k * WG);
+      row[k] = i < vcols ? ld4(x, r * xs + i) : (float4)(-INFINITY);
+      m = fmax(m, fmax(fmax(row[k].x, row[k].y), fmax(row[k].z, row[k].w)));
+    }
+  } else {
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) {
+      const float4 v = ld4(x, r * xs + i);
+      const float m_new = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
+      if (m_new != -INFINITY) s = s * exp(m - m_new) + sum4(exp(v - m_new));
+      m = m_new;
+    }
+    for (long i = vcols + lid; i < cols; i += WG) {
+      const float v = ld(x, r * xs + i);
+      const float m_new = fmax(m, v);
+      if (m_new != -INFINITY) s = s * exp(m - m_new) + exp(v - m_new);
+      m = m_new;
+    }
+  }
+  float row_max = wg_max(m, scratch);
+  if (isinf(row_max) && row_max < 0.0f) row_max = 0.0f;  /* all -inf: 0/0 = nan, like torch */
+  float mine = 0.0f;
+  if (in_registers) {
+    #pragma unroll
+    for (int k = 0; k < KP_ROW_VECS; ++k) {
+      row[k] = exp(row[k] - row_max);
+      mine += sum4(row[k]);
+    }
+  } else if (m != -INFINITY) {
+    mine = s * exp(m - row_max);
+  }
+  const float inv = 1.0f / wg_sum(mine, scratch);
+  if (in_registers) {
+    #pragma unroll
+    for (int k = 0; k < KP_ROW_VECS; ++k) {
+      const long i = 4 * (lid + (long)k * WG);
+      if (i < vcols) st4(out, r * os + i, row[k] * inv);
+    }
+  } else {
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) st4(out, r * os + i, exp(ld4(x, r * xs + i) - row_max) * inv);
+    for (long i = vcols + lid; i < cols; i += WG) st(out, r * os + i, exp(ld(x, r * xs + i) - row_max) * inv);
+  }
+}
+
+/* Attention of one query row against keys [j_begin, j_end) of one kv head,
+ * online softmax over blocks of WG keys: each work-item scores one key of a
+ * block; then the block's values are summed with float4 lanes over head_dim
+ * and WG / (head_dim / 4) key groups (or one work-item per dimension when
+ * head_dim or the strides are not multiples of 4). Needs head_dim <= WG.
+ * part == 0: writes the normalised row to out[oo..]. Otherwise writes the
+ * unnormalised partial result (m, l, acc[head_dim]) to part[po..], for
+ * kp_attention_combine. Offsets are element indices into the base pointers. */
+inline void attend(long j_begin, long j_end, long d, float scale, const __global T* q, long qo,
+                   const __global T* k, long ko, long kstride, const __global T* v, long vo,
+                   long vstride, __global T* out, long oo, __global float* part, long po,
+                   __local float* qv, __local float* p, __local float* scratch,
+                   __local float* lanes) {
+  const int lid = get_local_id(0);
+  for (long c = lid; c < d; c += WG) qv[c] = ld(q, qo + c) * scale;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const bool vec = ((d | ko | kstride | vo | vstride) & 3) == 0;
+  const long d4 = d / 4, groups = vec ? WG / d4 : 1;
+  const long lane = vec ? lid % d4 : lid, group = vec ? lid / d4 : 0;
+  const bool active = vec ? group < groups : lid < d;
+  float m = -INFINITY, l = 0.0f, acc = 0.0f;
+  float4 acc4 = (float4)(0.0f);
+  for (long j0 = j_begin; j0 < j_end; j0 += WG) {
+    const long j = j0 + lid;
+    float score = -INFINITY;
+    if (j < j_end) {
+      score = 0.0f;
+      const long kj = ko + j * kstride;
+      long c = 0;
+      if (vec) {
+        for (; c < d; c += 4) score += dot(vload4(0, qv + c), ld4(k, kj + c));
+      }
+      for (; c < d; ++c) score += qv[c] * ld(k, kj + c);
+    }
+    const float m_new = fmax(m, wg_max(score, scratch));
+    const float correction = (isinf(m) && m < 0.0f) ? 0.0f : exp(m - m_new);
+    const float e = j < j_end ? exp(score - m_new) : 0.0f;
+    p[lid] = e;
+    l = l * correction + wg_sum(e, scratch);  /* its barriers also publish p */
+    const long n = min((long)WG, j_end - j0);
+    if (active) {
+      if (vec) {
+        acc4 *= correction;
+        for (long jj = group; jj < n; jj += groups) acc4 += p[jj] * ld4(v, vo + (j0 + jj) * vstride + 4 * lane);
+      } else {
+        acc *= correction;
+        for (long jj = 0; jj < n; ++jj) acc += p[jj] * ld(v, vo + (j0 + jj) * vstride + lane);
+      }
+    }
+    m = m_new;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  /* Sum the key groups' lanes. The barrier is outside any branch: PoCL (and
+   * the OpenCL spec) need every work-item to reach the same barriers. */
+  vstore4(acc4, lid, lanes);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (vec) {
+    if (lid < d4) {
+      float4 total = (float4)(0.0f);
+      for (long g = 0; g < groups; ++g) total += vload4(g * d4 + lid, lanes);
+      if (part == 0) {
+        const float4 o = l > 0.0f ? total / l : (float4)(0.0f);
+        if ((oo & 3) == 0) {
+          st4(out, oo + 4 * lid, o);
+        } else {
+          st(out, oo + 4 * lid, o.x); st(out, oo + 4 * lid + 1, o.y);
+          st(out, oo + 4 * lid + 2, o.z); st(out, oo + 4 * lid + 3, o.w);
+        }
+      } else {
+        vstore4(total, 0, part + po + 2 + 4 * lid);
+      }
+    }
+  } else if (active) {
+    if (part == 0) st(out, oo + lane, l > 0.0f ? acc / l : 0.0f);
+    else part[po + 2 + lane] = acc;
+  }
+  if (part != 0 && lid == 0) {
+    part[po] = m;
+    part[po + 1] = l;
+  }
+}
+
+/* Work-groups (batch * heads, splits): split s covers cache positions
+ * [s * chunk, (s + 1) * chunk). With one split the output is written
+ * directly; otherwise partial results go to part for kp_attention_combine. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0,
+                         long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
+                         long vs1, long vs2, BUF(lengths), int has_lengths, BUF(out), long os0,
+                         long os1, float scale, BUF(part), long splits, long chunk) {
+  __local float qv[WG], p[WG], scratch[WG];
+  __local float lanes[4 * WG];
+  const long g = get_group_id(0), split = get_group_id(1);
+  const long b = g / heads, h = g % heads, kvh = h / (heads / kv_heads);
+  const long len = has_lengths ? AT(long, lengths)[b] : cache_len;
+  const long j_begin = split * chunk, j_end = min(len, j_begin + chunk);
+  attend(j_begin, j_end, d, scale, AT(T, q), b * qs0 + h * qs1, AT(T, k), b * ks0 + kvh * ks1, ks2,
+         AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1,
+         splits > 1 ? AT(float, part) : (__global float*)0, (g * splits + split) * (d + 2), qv, p,
+         scratch, lanes);
+}
+
+/* Decode attention for grouped-query heads: one work-group per (batch, kv
+ * head, up to KP_MAXG of its query heads, split of the cache), so each key
+ * and value row is read once for all the query heads that share it. Every
+ * work-item scores one key of a block for all those heads; values are summed
+ * with float4 lanes over head_dim and WG / (head_dim / 4) key groups. Writes
+ * partial results (m, l, acc) for kp_attention_combine. Needs head_dim a
+ * multiple of 4, at most WG, and k/v strides multiples of 4 (the host falls
+ * back to kp_decode_attention otherwise). */
+#define KP_MAXG 8
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0,
+                             long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
+                             long vs1, long vs2, BUF(lengths), int has_lengths, float scale,
+                             BUF(part), long splits, long chunk, long head_chunks) {
+  __local float qv[KP_MAXG * WG], p[KP_MAXG * WG], red[KP_MAXG * WG], lanes[4 * WG];
+  const int lid = get_local_id(0);
+  const long wg = get_group_id(0), split = get_group_id(1);
+  const long hc = wg % head_chunks, bk = wg / head_chunks;
+  const long b = bk / kv_heads, kvh = bk % kv_heads;
+  const long group = heads / kv_heads;
+  const long h0 = kvh * group + hc * KP_MAXG;
+  const long G = min((long)KP_MAXG, group - hc * KP_MAXG);
+  const long len = has_lengths ? AT(long, lengths)[b] : cache_len;
+  const long j_begin = split * chunk, j_end = min(len, j_begin + chunk);
+  const __global T* q = AT(T, q);
+  const __global T* k = AT(T, k);
+  const __global T* v = AT(T, v);
+  __global float* part = AT(float, part);
+  for (int g = 0; g < KP_MAXG; ++g) {
+    for (long c = lid; c < d; c += WG) qv[g * WG + c] = g < G ? ld(q, b * qs0 + (h0 + g) * qs1 + c) * scale : 0.0f;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const long ko = b * ks0 + kvh * ks1, vo = b * vs0 + kvh * vs1;
+  const long d4 = d / 4, kgroups = WG / d4, lane = lid % d4, kgroup = lid / d4;
+  const bool active = kgroup < kgroups;
+  float m[KP_MAXG], l[KP_MAXG];
+  float4 acc[KP_MAXG];
+  #pragma unroll
+  for (int g = 0; g < KP_MAXG; ++g) { m[g] = -INFINITY; l[g] = 0.0f; acc[g] = (float4)(0.0f); }
+  for (long j0 = j_begin; j0 < j_end; j0 += WG) {
+    const long j = j0 + lid;
+    float score[KP_MAXG];
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) score[g] = j < j_end ? 0.0f : -INFINITY;
+    if (j < j_end) {
+      const long kj = ko + j * ks2;
+      for (long c = 0; c < d; c += 4) {
+        const float4 key = ld4(k, kj + c);
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) {
+          if (g < G) score[g] += dot(vload4(0, qv + g * WG + c), key);
+        }
+      }
+    }
+    /* the block's maximum of every head at once */
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] = score[g];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+      if (lid < s) {
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] = fmax(red[g * WG + lid], red[g * WG + lid + s]);
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float correction[KP_MAXG];
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) {
+      const float m_new = fmax(m[g], red[g * WG]);
+      correction[g] = (isinf(m[g]) && m[g] < 0.0f) ? 0.0f : exp(m[g] - m_new);
+      m[g] = m_new;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);  /* red[g * WG] read by all before it is overwritten */
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) {
+      const float e = (j < j_end && !(isinf(m[g]) && m[g] < 0.0f)) ? exp(score[g] - m[g]) : 0.0f;
+      p[g * WG + lid] = e;
+      red[g * WG + lid] = e;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+      if (lid < s) {
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] += red[g * WG + lid + s];
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) l[g] = l[g] * correction[g] + red[g * WG];
+    const long n = min((long)WG, j_end - j0);
+    if (active) {
+      #pragma unroll
+      for (int g = 0; g < KP_MAXG; ++g) acc[g] *= correction[g];
+      for (long jj = kgroup; jj < n; jj += kgroups) {
+        const float4 value = ld4(v, vo + (j0 + jj) * vs2 + 4 * lane);  /* read once for all heads */
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) acc[g] += p[g * WG + jj] * value;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  /* per head: sum the key groups' lanes and write the partial result */
+  #pragma unroll
+  for (int g = 0; g < KP_MAXG; ++g) {
+    vstore4(active ? acc[g] : (float4)(0.0f), lid, lanes);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (g < G && lid < d4) {
+      float4 total = (float4)(0.0f);
+      for (long kg = 0; kg < kgroups; ++kg) total += vload4(kg * d4 + lid, lanes);
+      const long po = ((b * heads + h0 + g) * splits + split) * (d + 2);
+      vstore4(total, 0, part + po + 2 + 4 * lid);
+      if (lid == 0) {
+        part[po] = m[g];
+        part[po + 1] = l[g];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* One work-group per (batch, head): merges the splits' partial results. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), long os0, long os1) {
+  const long g = get_group_id(0);
+  const long b = g / heads, h = g % heads;
+  const __global float* part = AT(float, part) + g * splits * (d + 2);
+  float m = -INFINITY;
+  for (long s = 0; s < splits; ++s) m = fmax(m, part[s * (d + 2)]);
+  float l = 0.0f;
+  for (long s = 0; s < splits; ++s) {
+    const float ms = part[s * (d + 2)];
+    if (!(isinf(ms) && ms < 0.0f)) l += part[s * (d + 2) + 1] * exp(ms - m);
+  }
+  for (long c = get_local_id(0); c < d; c += WG) {
+    float o = 0.0f;
+    for (long s = 0; s < splits; ++s) {
+      const float ms = part[s * (d + 2)];
+      if (!(isinf(ms) && ms < 0.0f)) o += part[s * (d + 2) + 2 + c] * exp(ms - m);
+    }
+    st(AT(T, out), b * os0 + h * os1 + c, l > 0.0f ? o / l : 0.0f);
+  }
+}
+
+/* One work-group per (batch, head, query position). */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_prefill_attention(long heads, long kv_heads, long seq_q, long seq_kv, long d, BUF(q),
+                          long qs0, long qs1, long qs2, BUF(k), long ks0, long ks1, long ks2,
+                          BUF(v), long vs0, long vs1, long vs2, BUF(out), long os0, long os1,
+                          long os2, float scale, int causal) {
+  __local float qv[WG], p[WG], scratch[WG];
+  __local float lanes[4 * WG];
+  const long g = get_group_id(0);
+  const long i = g % seq_q, bh = g / seq_q;
+  const long b = bh / heads, h = bh % heads, kvh = h / (heads / kv_heads);
+  /* bottom-right aligned causal mask: key j is visible when j <= i + (seq_kv - seq_q) */
+  const long len = causal ? clamp(i + (seq_kv - seq_q) + 1, 0L, seq_kv) : seq_kv;
+  attend(0, len, d, scale, AT(T, q), b * qs0 + h * qs1 + i * qs2, AT(T, k), b * ks0 + kvh * ks1,
+         ks2, AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1 + i * os2,
+         (__global float*)0, 0, qv, p, scratch, lanes);
+}
+
+/* One work-group per output row. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_matmul_vec(long k, BUF(w), long ws, BUF(x), BUF(out)) {
+  __local float scratch[WG];
+  const long n = get_group_id(0);
+  const int lid = get_local_id(0);
+  const __global T* w = AT(T, w);
+  const __global T* x = AT(T, x);
+  float s = 0.0f;
+  const long vk = ((k | ws) & 3) == 0 ? k : 0;
+  for (long i = 4 * lid; i < vk; i += 4 * WG) s += dot(ld4(w, n * ws + i), ld4(x, i));
+  for (long i = vk + lid; i < k; i += WG) s += ld(w, n * ws + i) * ld(x, i);
+  s = wg_sum(s, scratch);
+  if (lid == 0) st(AT(T, out), n, s);
+}
+)CLC";
+
+}  // namespace kpdr_opencl

@@ -1,0 +1,378 @@
+// kpdrGetKernels of the OpenCL runtime: each entry translates the device
+// pointers of its descriptor to (cl_mem, byte offset) pairs, sets the
+// kernel's arguments and enqueues it on the stream's command queue, in order
+// with the stream's copies.
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "kernel_cache.h"
+#include "kpdr.h"
+#include "runtime.h"
+
+using kpdr_opencl::fail;
+using kpdr_opencl::Runtime;
+
+namespace {
+
+// The arguments of one launch, collected before the kernel's lock is taken.
+class Launch {
+ public:
+  Launch(const char* api) : api_(api) {}
+
+  kpdrError_t begin(kpdrStream_t handle, int dtype) {
+    if (kpdrError_t error = Runtime::acquire(&runtime_)) return error;
+    if (handle == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": stream is NULL");
+    stream_ = runtime_->streams().find(handle);
+    if (stream_ == nullptr) {
+      return fail(KPDR_ERROR_INVALID_HANDLE, std::string(api_) + ": unknown stream handle");
+    }
+    if (dtype != KPDR_DTYPE_FLOAT32 && dtype != KPDR_DTYPE_FLOAT16 && dtype != KPDR_DTYPE_BFLOAT16) {
+      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": unknown kpdrDtype " + std::to_string(dtype));
+    }
+    dtype_ = static_cast<kpdrDtype>(dtype);
+    return KPDR_SUCCESS;
+  }
+
+  // A tensor argument: its buffer and byte offset (two kernel arguments). A
+  // NULL optional pointer passes the first buffer (the kernel ignores it).
+  kpdrError_t tensor(const void* ptr, const char* name, bool optional = false) {
+    if (ptr == nullptr) {
+      if (!optional || holders_.empty()) {
+        return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " is NULL");
+      }
+      add_mem(holders_.front()->mem, 0);
+      return KPDR_SUCCESS;
+    }
+    kpdr_opencl::DeviceRange range;
+    if (!runtime_->device_memory().find(ptr, &range)) {
+      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name +
+                                                " is not device memory of this runtime");
+    }
+    if (range.allocation->device != stream_->device()) {
+      return fail(KPDR_ERROR_INVALID_VALUE,
+                  std::string(api_) + ": " + name + " lives on device " +
+                      std::to_string(range.allocation->device) + " but the stream belongs to device " +
+                      std::to_string(stream_->device()));
+    }
+    add_mem(range.allocation->mem, range.offset);
+    holders_.push_back(range.allocation);
+    return KPDR_SUCCESS;
+  }
+  // A buffer of the runtime's own (scratch), passed as (cl_mem, offset 0).
+  void mem(kpdr_opencl::cl_mem m) { add_mem(m, 0); }
+  // A scratch buffer for this launch; released when the Launch goes, which
+  // OpenCL defers until the kernels using it have run.
+  kpdrError_t scratch(size_t bytes, kpdr_opencl::cl_mem* out) {
+    cl_int status = CL_SUCCESS;
+    *out = runtime_->cl().CreateBuffer(runtime_->context(), kpdr_opencl::CL_MEM_READ_WRITE, bytes, nullptr, &status);
+    if (*out == nullptr || status != CL_SUCCESS) {
+      return fail(KPDR_ERROR_OUT_OF_MEMORY, std::string(api_) + ": a scratch buffer of " +
+                                                kpdr_opencl::bytes_text(bytes) + " failed (" +
+                                                kpdr_opencl::cl_error_name(status) + ")");
+    }
+    scratch_.push_back(*out);
+    return KPDR_SUCCESS;
+  }
+  int compute_units() const { return runtime_->device(stream_->device()).compute_units; }
+  ~Launch() {
+    for (auto m : scratch_) runtime_->cl().ReleaseMemObject(m);
+  }
+  void i64(int64_t v) { add(&v, sizeof(v)); }
+  void i32(int32_t v) { add(&v, sizeof(v)); }
+  void f32(float v) { add(&v, sizeof(v)); }
+
+  // Enqueues `name` over `dims` dimensions; `local` NULL lets the driver choose.
+  kpdrError_t run(const char* name, unsigned dims, const size_t* global, const size_t* local) {
+    for (unsigned i = 0; i < dims; ++i) {
+      if (global[i] == 0) return KPDR_SUCCESS;  // empty tensor: nothing to do
+    }
+    kpdr_opencl::Kernel* kernel = nullptr;
+    if (kpdrError_t error = runtime_->kernels().get(stream_->device(), dtype_, name, &kernel)) {
+      return error;
+    }
+    const kpdr_opencl::ClApi& cl = runtime_->cl();
+    std::lock_guard<std::mutex> lock(kernel->mutex);
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const cl_int status = cl.SetKernelArg(kernel->kernel, static_cast<unsigned>(i), args_[i].size,
+                                            args_[i].bytes);
+      if (status != CL_SUCCESS) {
+        return fail(KPDR_ERROR_UNKNOWN, std::string(api_) + ": clSetKernelArg(" + std::to_string(i) +
+                                            ") failed with " + kpdr_opencl::cl_error_name(status));
+      }
+    }
+    return stream_->submit(api_, [&](kpdr_opencl::cl_command_queue queue, kpdr_opencl::cl_event* done) {
+      return cl.EnqueueNDRangeKernel(queue, kernel->kernel, dims, nullptr, global, local, 0, nullptr, done);
+    });
+  }
+
+  size_t wg() const { return wg_; }
+  // The work-group size the device's programs were built with (every program has kp_silu).
+  kpdrError_t fetch_work_group() {
+    kpdr_opencl::Kernel* kernel = nullptr;
+    if (kpdrError_t error = runtime_->kernels().get(stream_->device(), dtype_, "kp_silu", &kernel)) return error;
+    wg_ = kernel->work_group;
+    return KPDR_SUCCESS;
+  }
+
+ private:
+  using cl_int = kpdr_opencl::cl_int;
+  static constexpr cl_int CL_SUCCESS = kpdr_opencl::CL_SUCCESS;
+  struct Arg {
+    size_t size;
+    unsigned char bytes[8];
+  };
+  void add(const void* value, size_t size) {
+    Arg arg{size, {}};
+    std::memcpy(arg.bytes, value, size);
+    args_.push_back(arg);
+  }
+  void add_mem(kpdr_opencl::cl_mem mem, size_t offset) {
+    add(&mem, sizeof(mem));
+    const uint64_t off = offset;
+    add(&off, sizeof(off));
+  }
+
+  const char* api_;
+  Runtime* runtime_ = nullptr;
+  std::shared_ptr<kpdr_opencl::Stream> stream_;
+  kpdrDtype dtype_ = KPDR_DTYPE_FLOAT32;
+  std::vector<Arg> args_;
+  std::vector<std::shared_ptr<kpdr_opencl::Allocation>> holders_;  // alive until enqueued
+  std::vector<kpdr_opencl::cl_mem> scratch_;
+  size_t wg_ = 0;
+};
+
+template <typename Body>
+kpdrError_t guarded(const char* api, Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& error) {
+    return fail(KPDR_ERROR_UNKNOWN, std::string(api) + ": internal error: " + error.what());
+  }
+}
+
+#define KP_TRY(call) \
+  if (kpdrError_t kp_error = (call)) return kp_error
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+kpdrError_t rms_norm(const kpdrRmsNormArgs* a, kpdrStream_t stream) {
+  return guarded("rms_norm", [&] {
+    Launch l("rms_norm");
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "rms_norm: args is NULL");
+    KP_TRY(l.begin(stream, a->dtype));
+    const bool residual = a->residual != nullptr;
+    l.i64(a->cols);
+    KP_TRY(l.tensor(a->x, "x")); l.i64(a->x_row_stride);
+    KP_TRY(l.tensor(a->residual, "residual", true)); l.i64(a->residual_row_stride);
+    KP_TRY(l.tensor(a->weight, "weight"));
+    KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_row_stride);
+    KP_TRY(l.tensor(a->residual_out, "residual_out", !residual)); l.i64(a->residual_out_row_stride);
+    l.f32(a->eps);
+    KP_TRY(l.tensor(a->rstd, "rstd", true));
+    l.i32(residual ? 1 : 0);
+    l.i32(a->rstd != nullptr ? 1 : 0);
+    KP_TRY(l.fetch_work_group());
+    const size_t global = static_cast<size_t>(a->rows) * l.wg(), local = l.wg();
+    return l.run("kp_rms_norm", 1, &global, &local);
+  });
+}
+
+kpdrError_t silu(const kpdrSiluArgs* a, kpdrStream_t stream) {
+  return guarded("silu", [&] {
+    Launch l("silu");
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "silu: args is NULL");
+    KP_TRY(l.begin(stream, a->dtype));
+    l.i64(a->cols);
+    KP_TRY(l.tensor(a->x, "x")); l.i64(a->x_row_stride);
+    KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_row_stride);
+    l.i32(a->gated);
+    KP_TRY(l.fetch_work_group());
+    const size_t quads = (static_cast<size_t>(a->cols) + 3) / 4;  // 4 elements per work-item
+    const size_t global[2] = {round_up(quads, l.wg()), static_cast<size_t>(a->rows)};
+    const size_t local[2] = {l.wg(), 1};
+    return l.run("kp_silu", 2, global, local);
+  });
+}
+
+kpdrError_t rope(const kpdrRopeArgs* a, kpdrStream_t stream) {
+  return guarded("rope", [&] {
+    Launch l("rope");
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "rope: args is NULL");
+    KP_TRY(l.begin(stream, a->dtype));
+    if (a->cs_dtype < KPDR_DTYPE_FLOAT32 || a->cs_dtype > KPDR_DTYPE_BFLOAT16) {
+      return fail(KPDR_ERROR_INVALID_VALUE, "rope: unknown cs_dtype");
+    }
+    l.i64(a->seq); l.i64(a->heads); l.i64(a->head_dim);
+    KP_TRY(l.tensor(a->x, "x")); l.i64(a->x_stride[0]); l.i64(a->x_stride[1]); l.i64(a->x_stride[2]);
+    KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_stride[0]); l.i64(a->out_stride[1]); l.i64(a->out_stride[2]);
+    KP_TRY(l.tensor(a->cos, "cos"));
+    KP_TRY(l.tensor(a->sin, "sin"));
+    l.i32(a->cs_dtype);
+    l.i64(a->cs_batch_stride); l.i64(a->cs_seq_stride);
+    l.i32(a->interleaved); l.i32(a->inverse);
+    const int64_t total = a->batch * a->seq * a->heads * ((a->head_dim / 2 + 3) / 4);
+    l.i64(total);
+    KP_TRY(l.fetch_work_group());
+    const size_t global = round_up(static_cast<size_t>(total), l.wg()), local = l.wg();
+    return l.run("kp_rope", 1, &global, &local);
+  });
+}
+
+kpdrError_t softmax(const kpdrSoftmaxArgs* a, kpdrStream_t stream) {
+  return guarded("softmax", [&] {
+    Launch l("softmax");
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "softmax: args is NULL");
+    KP_TRY(l.begin(stream, a->dtype));
+    l.i64(a->cols);
+    KP_TRY(l.tensor(a->x, "x")); l.i64(a->x_row_stride);
+    KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_row_stride);
+    KP_TRY(l.fetch_work_group());
+    const size_t global = static_cast<size_t>(a->rows) * l.wg(), local = l.wg();
+    return l.run("kp_softmax", 1, &global, &local);
+  });
+}
+
+kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* a, kpdrStream_t stream) {
+  return guarded("decode_attention", [&] {
+    Launch l("decode_attention");
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "decode_attention: args is NULL");
+    KP_TRY(l.begin(stream, a->dtype));
+    KP_TRY(l.fetch_work_group());
+    if (a->head_dim > static_cast<int64_t>(l.wg()) || a->kv_heads <= 0 || a->heads % a->kv_heads != 0) {
+      return fail(KPDR_ERROR_NOT_SUPPORTED, "decode_attention: head_dim " + std::to_string(a->head_dim) +
+                                                " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
+    }
+    const int64_t rows = a->batch * a->heads;
+    if (rows == 0) return KPDR_SUCCESS;
+    // Split the cache (flash decoding) until there are about eight work-groups
+    // per compute unit, in chunks of at least 256 positions; a second kernel
+    // merges the splits.
+    auto split_cache = [&](int64_t groups, int64_t* splits, int64_t* chunk) {
+      const int64_t target = 8 * static_cast<int64_t>(l.compute_units());
+      *splits = std::max<int64_t>(1, std::min<int64_t>((target + groups - 1) / groups, (a->cache_len + 255) / 256));
+      *chunk = std::max<int64_t>(1, (a->cache_len + *splits - 1) / *splits);
+      *splits = std::max<int64_t>(1, (a->cache_len + *chunk - 1) / *chunk);
+    };
+    // Grouped-query path: one work-group serves up to 8 query heads of a kv
+    // head, reading its keys and values once (needs 4-element vector rows).
+    const bool vector_rows = a->head_dim % 4 == 0 && (a->k_stride[0] | a->k_stride[1] | a->k_stride[2]) % 4 == 0 &&
+                             (a->v_stride[0] | a->v_stride[1] | a->v_stride[2]) % 4 == 0;
+    if (vector_rows) {
+      const int64_t group = a->heads / a->kv_heads;
+      const int64_t head_chunks = (group + 7) / 8;
+      const int64_t groups = a->batch * a->kv_heads * head_chunks;
+      int64_t splits = 1, chunk = 1;
+      split_cache(groups, &splits, &chunk);
+      kpdr_opencl::cl_mem part = nullptr;
+      KP_TRY(l.scratch(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
+      l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
+      KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]);
+      KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
+      KP_TRY(l.tensor(a->v, "v")); l.i64(a->v_stride[0]); l.i64(a->v_stride[1]); l.i64(a->v_stride[2]);
+      KP_TRY(l.tensor(a->lengths, "lengths", true)); l.i32(a->lengths != nullptr ? 1 : 0);
+      l.f32(a->scale);
+      l.mem(part); l.i64(splits); l.i64(chunk); l.i64(head_chunks);
+      const size_t global[2] = {static_cast<size_t>(groups) * l.wg(), static_cast<size_t>(splits)};
+      const size_t local[2] = {l.wg(), 1};
+      KP_TRY(l.run("kp_decode_attention_gqa", 2, global, local));
+      Launch combine("decode_attention");
+      KP_TRY(combine.begin(stream, a->dtype));
+      combine.i64(a->heads); combine.i64(a->head_dim); combine.i64(splits);
+      combine.mem(part);
+      KP_TRY(combine.tensor(a->out, "out")); combine.i64(a->out_stride[0]); combine.i64(a->out_stride[1]);
+      const size_t combine_global = static_cast<size_t>(rows) * l.wg(), combine_local = l.wg();
+      return combine.run("kp_attention_combine", 1, &combine_global, &combine_local);
+    }
+    int64_t splits = 1, chunk = 1;
+    split_cache(rows, &splits, &chunk);
+    kpdr_opencl::cl_mem part = nullptr;
+    if (splits > 1) KP_TRY(l.scratch(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
+    l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
+    KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]);
+    KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
+    KP_TRY(l.tensor(a->v, "v")); l.i64(a->v_stride[0]); l.i64(a->v_stride[1]); l.i64(a->v_stride[2]);
+    KP_TRY(l.tensor(a->lengths, "lengths", true)); l.i32(a->lengths != nullptr ? 1 : 0);
+    KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_stride[0]); l.i64(a->out_stride[1]);
+    l.f32(a->scale);
+    if (part != nullptr) l.mem(part); else KP_TRY(l.tensor(a->out, "out"));  // unused with one split
+    l.i64(splits); l.i64(chunk);
+    const size_t global[2] = {static_cast<size_t>(rows) * l.wg(), static_cast<size_t>(splits)};
+    const size_t local[2] = {l.wg(), 1};
+    KP_TRY(l.run("kp_decode_attention", 2, global, local));
+    if (splits == 1) return KPDR_SUCCESS;
+    Launch combine("decode_attention");
+    KP_TRY(combine.begin(stream, a->dtype));
+    combine.i64(a->heads); combine.i64(a->head_dim); combine.i64(splits);
+    combine.mem(part);
+    KP_TRY(combine.tensor(a->out, "out")); combine.i64(a->out_stride[0]); combine.i64(a->out_stride[1]);
+    const size_t combine_global = static_cast<size_t>(rows) * l.wg(), combine_local = l.wg();
+    return combine.run("kp_attention_combine", 1, &combine_global, &combine_local);
+  });
+}
+
+kpdrError_t prefill_attention(const kpdrPrefillAttentionArgs* a, kpdrStream_t stream) {
+  return guarded("prefill_attention", [&] {
+    Launch l("prefill_attention");
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "prefill_attention: args is NULL");
+    KP_TRY(l.begin(stream, a->dtype));
+    KP_TRY(l.fetch_work_group());
+    if (a->head_dim > static_cast<int64_t>(l.wg()) || a->kv_heads <= 0 || a->heads % a->kv_heads != 0) {
+      return fail(KPDR_ERROR_NOT_SUPPORTED, "prefill_attention: head_dim " + std::to_string(a->head_dim) +
+                                                " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
+    }
+    l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->seq_q); l.i64(a->seq_kv); l.i64(a->head_dim);
+    KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]); l.i64(a->q_stride[2]);
+    KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
+    KP_TRY(l.tensor(a->v, "v")); l.i64(a->v_stride[0]); l.i64(a->v_stride[1]); l.i64(a->v_stride[2]);
+    KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_stride[0]); l.i64(a->out_stride[1]); l.i64(a->out_stride[2]);
+    l.f32(a->scale); l.i32(a->causal);
+    const size_t global = static_cast<size_t>(a->batch * a->heads * a->seq_q) * l.wg(), local = l.wg();
+    return l.run("kp_prefill_attention", 1, &global, &local);
+  });
+}
+
+kpdrError_t matmul_vec(const kpdrMatmulVecArgs* a, kpdrStream_t stream) {
+  return guarded("matmul_vec", [&] {
+    Launch l("matmul_vec");
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "matmul_vec: args is NULL");
+    KP_TRY(l.begin(stream, a->dtype));
+    l.i64(a->k);
+    KP_TRY(l.tensor(a->w, "w")); l.i64(a->w_row_stride);
+    KP_TRY(l.tensor(a->x, "x"));
+    KP_TRY(l.tensor(a->out, "out"));
+    KP_TRY(l.fetch_work_group());
+    const size_t global = static_cast<size_t>(a->n) * l.wg(), local = l.wg();
+    return l.run("kp_matmul_vec", 1, &global, &local);
+  });
+}
+
+#undef KP_TRY
+
+}  // namespace
+
+extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
+  if (table == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "kpdrGetKernels: table is NULL");
+  kpdrKernelTable ours{};
+  ours.struct_size = sizeof(kpdrKernelTable);
+  Runtime* runtime = Runtime::get_if_initialized();
+  // kernels=0 (MY_ASIC_OPENCL_KERNELS=0): no entries, every op through the CPU fallback.
+  if (runtime == nullptr || runtime->options().kernels) {
+    ours.rms_norm = &rms_norm;
+    ours.silu = &silu;
+    ours.rope = &rope;
+    ours.softmax = &softmax;
+    ours.decode_attention = &decode_attention;
+    ours.prefill_attention = &prefill_attention;
+    ours.matmul_vec = &matmul_vec;
+  }
+  const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
+  std::memcpy(static_cast<void*>(table), &ours, size);
+  table->struct_size = static_cast<uint32_t>(size);
+  return KPDR_SUCCESS;
+}
