@@ -13,8 +13,8 @@
 #include <ATen/OpMathType.h>
 #include <torch/library.h>
 
-#include "aten/cpu_fallback.h"
-#include "aten/runtime.h"
+#include "aten/aten.h"
+#include "core/core.h"
 
 namespace kernel_pytorch {
 namespace {

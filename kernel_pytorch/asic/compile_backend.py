@@ -59,6 +59,18 @@ def my_asic_memory(gm: torch.fx.GraphModule, example_inputs):
     return "host_addressable" if torch.my_asic.get_device_properties(0).host_addressable else "device_only"
 
 
+def compile_path() -> str:
+    """How torch.compile's default backend compiles my_asic graphs in this process.
+
+    Asking initialises the device runtime (its memory mode decides).
+    """
+    if torch.my_asic.device_count() == 0:
+        return "unavailable: no my_asic device (the runtime could not be loaded)"
+    if torch.my_asic.get_device_properties(0).host_addressable:
+        return "inductor: C++ kernels on host-addressable device memory, extern calls through the dispatcher"
+    return "my_asic backend: AOT autograd graphs through the dispatcher (device memory is not host addressable)"
+
+
 def notice_once() -> None:
     global _noticed
     if not _noticed:

@@ -82,3 +82,27 @@ def test_default_compile_without_host_addressable_memory_uses_the_my_asic_backen
     assert completed.stdout.strip().endswith("ok")
     notices = [line for line in completed.stderr.splitlines() if "'my_asic' backend" in line]
     assert len(notices) == 1
+
+
+@pytest.mark.parametrize("device", ["cpu", "my_asic"])
+def test_kernel_library_ops_stay_extern_kernels_with_dynamic_shapes(device, request):
+    if device == "my_asic":
+        request.getfixturevalue("host_addressable")
+    from torch._inductor.utils import run_and_get_code
+
+    import kernel_pytorch.ops as kops
+
+    def f(x, w):
+        return kops.rms_norm(x, w, 1e-6) * 2
+
+    x, w = torch.randn(4, 64, device=device), torch.randn(64, device=device)
+    out, code = run_and_get_code(torch.compile(f, dynamic=True), x, w)
+    assert "torch.ops.kernel_pytorch.rms_norm.default(" in code[0]
+    torch.testing.assert_close(out.cpu(), f(x, w).cpu())
+
+
+def test_backend_info_names_the_compile_path():
+    import kernel_pytorch.ops as kops
+
+    expected = "inductor" if torch.my_asic.get_device_properties(0).host_addressable else "my_asic backend"
+    assert kops.backend_info()["my_asic_compile"].startswith(expected)
