@@ -247,9 +247,8 @@ class Impl {
     }
     if (err == KPDR_ERROR_OUT_OF_MEMORY) {
       p.stats.num_ooms += 1;
-      // The runtime's message restates the request and the free memory that throw_oom
-      // reads from kpdrMemGetInfo; repeating it would say everything twice.
-      throw_oom(device, size, "");
+      const char* why = api.GetLastErrorMessage();
+      throw_oom(device, size, "", why ? why : "");
     }
     KPDR_CHECK(err);
     p.reserved += size;
@@ -282,9 +281,21 @@ class Impl {
     p.free_blocks.clear();
   }
 
-  [[noreturn]] void throw_oom(c10::DeviceIndex device, size_t size, const std::string& detail) {
+  // `runtime_reason`: the runtime's message for a failed kpdrMalloc ("" otherwise).
+  [[noreturn]] void throw_oom(c10::DeviceIndex device, size_t size, const std::string& detail,
+                              const std::string& runtime_reason = "") {
     size_t free_b = 0, total_b = 0;
     rt().MemGetInfo(device, &free_b, &total_b);
+    // The device had room, yet the runtime failed: something else ran out (the
+    // simulator's host memory, a driver's own). Say what the runtime says, not
+    // "out of memory on device" beside a free figure that contradicts it.
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, free_b < size || runtime_reason.empty(), "my_asic could not allocate ",
+        format_bytes(size), " (", size, " bytes) on device ", static_cast<int>(device),
+        ", which has ", format_bytes(free_b), " free of ", format_bytes(total_b),
+        ": the device runtime failed: ", runtime_reason);
+    // The runtime's message restates the request and the free memory read here;
+    // repeating it would say everything twice.
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "my_asic out of memory on device ", static_cast<int>(device),
         ": tried to allocate ", format_bytes(size), " (", size, " bytes); the device has ",

@@ -20,6 +20,7 @@
 #include "core/core.h"
 #include "ops/op_args.h"
 #include "ops/reference.h"
+#include "ops/runtime_launch.h"
 
 namespace kernel_pytorch::ops {
 namespace {
@@ -27,17 +28,6 @@ namespace {
 bool kernel_dtype_ok(const at::Tensor& t) {
   const auto s = t.scalar_type();
   return s == at::kFloat || s == at::kBFloat16 || s == at::kHalf;
-}
-
-template <typename Args>
-bool launch(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args& args, const at::Tensor& like) {
-  return launch_kernel(kernel, args, current_stream(like.device().index()));
-}
-
-torch::jit::Stack fallback(const char* name, torch::jit::Stack stack) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  run_cpu_fallback(op, &stack);
-  return stack;
 }
 
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -148,7 +138,7 @@ at::Tensor silu(const at::Tensor& x) {
     auto c = prepare_silu("silu", x, false);
     if (c.args.cols == 0 || launch(runtime_kernels().silu, c.args, x)) return c.out;
   }
-  return fallback("aten::silu", {x})[0].toTensor();
+  return run_fallback("aten::silu", {x})[0].toTensor();
 }
 
 at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
@@ -159,7 +149,7 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
       return c.result().contiguous();
     }
   }
-  return fallback("aten::_softmax", {x, dim, half_to_float})[0].toTensor();
+  return run_fallback("aten::_softmax", {x, dim, half_to_float})[0].toTensor();
 }
 
 // F.rms_norm's fused form: (out, rstd) with rstd float32 of shape
@@ -186,7 +176,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& x, at::IntAr
       return {c.out, rstd};
     }
   }
-  auto s = fallback("aten::_fused_rms_norm", {x, normalized_shape, weight, eps});
+  auto s = run_fallback("aten::_fused_rms_norm", {x, normalized_shape, weight, eps});
   return {s[0].toTensor(), s[1].toTensor()};
 }
 

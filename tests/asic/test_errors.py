@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from device_subprocess import run_python
+
 pytestmark = pytest.mark.usefixtures("two_devices")
 
 
@@ -75,3 +77,30 @@ def test_set_storage_from_cpu_is_rejected():
     with pytest.raises(RuntimeError, match="set_\\(\\) needs a my_asic storage"):
         torch.empty(0, device="my_asic").set_(torch.ones(3).untyped_storage())
 
+
+
+def test_host_running_out_is_reported_as_the_host_not_a_full_device():
+    # The device has room, but the host cannot map more (an address-space limit set after
+    # initialisation stands in for a host out of memory): the message must not claim the
+    # device is full while quoting its free memory.
+    out = run_python("""
+        import resource, torch, kernel_pytorch
+        torch.empty(1, device="my_asic")
+        free, _ = torch.my_asic.mem_get_info(0)
+        size = min(2**30, free // 2)
+        with open("/proc/self/status") as status:
+            used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+        resource.setrlimit(resource.RLIMIT_AS, (used + 128 * 2**20, resource.RLIM_INFINITY))
+        try:
+            torch.empty(size, dtype=torch.uint8, device="my_asic")
+            print("allocated")
+        except torch.OutOfMemoryError as error:
+            print(str(error).splitlines()[0])
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        print(torch.ones(4, device="my_asic").sum().item())  # the device stays usable
+    """)
+    message, after = out.strip().rsplit("\n", 1)
+    assert message.startswith("my_asic could not allocate") and "free of" in message
+    assert "host out of memory" in message and "not the simulated device, ran out" in message
+    assert "tried to allocate" not in message
+    assert after == "4.0"

@@ -19,7 +19,8 @@ from kpdr_ctypes import REPO_ROOT, RUNTIME_INCLUDE_DIR, SUCCESS, TINY_RUNTIME_SO
 MYASIC_SOURCE_DIR = RUNTIME_INCLUDE_DIR / "myasic"
 # The CPU kernel library the simulator runs as its device kernels.
 KERNEL_SOURCE_DIR = REPO_ROOT / "csrc" / "kernels" / "cpu"
-_SETTINGS = ("DEVICE_COUNT", "MEMORY_MB", "DEVICE_NAMES", "HOST_ADDRESSABLE", "COMPUTE_UNITS", "COPY_BANDWIDTH_GBPS")
+_SETTINGS = ("DEVICE_COUNT", "MEMORY_MB", "DEVICE_NAMES", "HOST_ADDRESSABLE", "COMPUTE_UNITS", "COPY_BANDWIDTH_GBPS",
+             "OVERCOMMIT")
 # The simulator's variables, and their deprecated names it still reads.
 MYASIC_ENVIRONMENT_VARIABLES = tuple(f"{prefix}_{name}" for prefix in ("MY_ASIC", "MYASIC") for name in _SETTINGS)
 
@@ -88,7 +89,13 @@ def load_myasic(load_uninitialized_myasic, clean_myasic_environment):
     return load
 
 
+# Two 16 GiB devices whatever the host: the memory tests' figures stay fixed. Capacity
+# beyond the host's memory is only accounting here (mmap'd without reserve, never touched).
+FIXED_16_GIB = "memory_mb=16384;overcommit=1"
+
+
 @pytest.fixture
 def myasic(load_myasic):
-    """libmyasic.so initialised with the default configuration."""
-    return load_myasic()
+    """libmyasic.so initialised with the default configuration but a fixed 16 GiB capacity
+    per device (``FIXED_16_GIB``; the default capacity depends on the host's memory)."""
+    return load_myasic(options=FIXED_16_GIB)

@@ -12,20 +12,11 @@
 #endif
 #define KP_CPU_CAPABILITY avx2
 #define KP_VEC_AVX2 1
-#include "kernels/cpu/vec.h"
 #include "kernels/cpu/kernels_impl.h"
-
-namespace kp::cpu {
-const KernelSet* kernels_avx2() { return &avx2::kernel_set(); }
-}  // namespace kp::cpu
 
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
-#else
-namespace kp::cpu {
-const KernelSet* kernels_avx2() { return nullptr; }
-}  // namespace kp::cpu
 #endif

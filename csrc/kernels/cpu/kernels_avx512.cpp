@@ -12,20 +12,11 @@
 #endif
 #define KP_CPU_CAPABILITY avx512
 #define KP_VEC_AVX512 1
-#include "kernels/cpu/vec.h"
 #include "kernels/cpu/kernels_impl.h"
-
-namespace kp::cpu {
-const KernelSet* kernels_avx512() { return &avx512::kernel_set(); }
-}  // namespace kp::cpu
 
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
-#else
-namespace kp::cpu {
-const KernelSet* kernels_avx512() { return nullptr; }
-}  // namespace kp::cpu
 #endif

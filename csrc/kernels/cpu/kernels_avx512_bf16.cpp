@@ -14,20 +14,11 @@
 #define KP_CPU_CAPABILITY avx512_bf16
 #define KP_VEC_AVX512 1
 #define KP_VEC_AVX512_BF16 1
-#include "kernels/cpu/vec.h"
 #include "kernels/cpu/kernels_impl.h"
-
-namespace kp::cpu {
-const KernelSet* kernels_avx512_bf16() { return &avx512_bf16::kernel_set(); }
-}  // namespace kp::cpu
 
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
 #pragma GCC pop_options
 #endif
-#else
-namespace kp::cpu {
-const KernelSet* kernels_avx512_bf16() { return nullptr; }
-}  // namespace kp::cpu
 #endif
