@@ -14,6 +14,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 
 #include "aten/aten.h"
 #include "core/core.h"
@@ -60,6 +61,21 @@ double sdpa_scale(const at::Tensor& q, c10::optional<double> scale) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
 
+// Points a prepared kernel call's output at `out` (whose innermost dimension
+// must be contiguous; the descriptors carry the other strides).
+template <typename Call, size_t N>
+void write_into(Call& c, const at::Tensor& out, int64_t (&out_stride)[N]) {
+  c.out = out;
+  c.args.out = out.data_ptr();
+  for (size_t i = 0; i < N; ++i) out_stride[i] = out.stride(static_cast<int64_t>(i));
+}
+
+// Returns exactly what PyTorch's meta function of this op predicts
+// (torch/_meta_registrations.py), since compiled graphs are traced with it: an
+// output laid out like the query (empty_like: HF models pass q as a transposed
+// view and drop a later .contiguous() the fake tensor says is a no-op), a
+// float32 logsumexp [B, H, Sq], no cum_seq / debug tensors, and scalar
+// seed/offset tensors. Every output is a distinct tensor (none alias).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const c10::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
@@ -71,29 +87,34 @@ sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
               "_fused_sdp_choice routes those calls to the math implementation");
   c10::DeviceGuard guard(q.device());
   const double s = sdpa_scale(q, scale);
-  at::Tensor out;
+  at::Tensor out = at::empty_like(q);  // v's head_dim is q's (_fused_sdp_choice checks it)
+  const bool inner_contiguous = out.size(3) <= 1 || out.stride(3) == 1;
   bool done = q.numel() == 0;
-  if (q.size(2) == 1 && !is_causal) {
+  if (!done && q.size(2) == 1 && !is_causal) {
     auto c = prepare_decode_attention("scaled_dot_product_attention", q.select(2, 0), k, v,
                                       c10::nullopt, at::Tensor(), s);
-    done = done || launch(runtime_kernels().decode_attention, c.args, q);
-    out = c.out.unsqueeze(2);
-  } else {
+    if (inner_contiguous) write_into(c, out.select(2, 0), c.args.out_stride);
+    done = launch(runtime_kernels().decode_attention, c.args, q);
+    if (done && !inner_contiguous) out.select(2, 0).copy_(c.out);
+  } else if (!done) {
     auto c = prepare_prefill_attention("scaled_dot_product_attention", q, k, v, is_causal, s);
-    done = done || launch(runtime_kernels().prefill_attention, c.args, q);
-    out = c.out;
+    if (inner_contiguous) write_into(c, out, c.args.out_stride);
+    done = launch(runtime_kernels().prefill_attention, c.args, q);
+    if (done && !inner_contiguous) out.copy_(c.out);
   }
   if (!done) {  // the runtime declined this dtype: PyTorch's math implementation
     const int64_t group = q.size(1) / k.size(1);
-    out = std::get<0>(at::_scaled_dot_product_attention_math(
+    out.copy_(std::get<0>(at::_scaled_dot_product_attention_math(
         q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), c10::nullopt, 0.0, is_causal,
-        c10::nullopt, s));
+        c10::nullopt, s)));
   }
-  // The kernels keep no logsumexp: the backward recomputes the probabilities.
-  const auto none = at::empty({0}, q.options());
-  const auto no_seed = at::empty({0}, q.options().dtype(at::kLong));
-  return {out, at::empty({0}, q.options().dtype(at::kFloat)), none, none, q.size(2), k.size(2),
-          no_seed, no_seed, none};
+  // The kernels keep no logsumexp (the backward recomputes the probabilities):
+  // NaN says so to anyone who reads it.
+  const auto logsumexp = at::full({q.size(0), q.size(1), q.size(2)}, std::numeric_limits<float>::quiet_NaN(),
+                                  q.options().dtype(at::kFloat));
+  const auto seed_options = q.options().dtype(at::kLong);
+  return {out, logsumexp, at::Tensor(), at::Tensor(), q.size(2), k.size(2),
+          at::zeros({}, seed_options), at::zeros({}, seed_options), at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_backward(
@@ -104,7 +125,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
     const at::Tensor& philox_offset, c10::optional<double> scale) {
   c10::DeviceGuard guard(q.device());
   auto [dq, dk, dv] = reference::attention_backward(grad_out, q, k, v, is_causal, sdpa_scale(q, scale));
-  return {dq, dk, dv, at::Tensor()};
+  // The meta function predicts gradients laid out like their inputs.
+  auto like = [](const at::Tensor& grad, const at::Tensor& input) {
+    if (input.is_non_overlapping_and_dense() && grad.strides() == input.strides()) return grad;
+    at::Tensor out = at::empty_like(input);
+    return out.strides() == grad.strides() ? grad : out.copy_(grad);
+  };
+  return {like(dq, q), like(dk, k), like(dv, v), at::Tensor()};
 }
 
 at::Tensor silu(const at::Tensor& x) {

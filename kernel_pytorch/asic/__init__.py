@@ -66,6 +66,25 @@ from kernel_pytorch.asic.streams import (
 )
 
 
+# Inductor's codegen for my_asic, looked up by torch._inductor (for PrivateUse1
+# devices: torch.<device>.Scheduling, ...) when it first lowers a graph; resolved
+# lazily so importing this module never imports torch._inductor.
+_INDUCTOR_CODEGEN = {
+    "Scheduling": "MyAsicScheduling",
+    "PythonWrapperCodegen": "MyAsicWrapperCodegen",
+    "CppWrapperCodegen": "MyAsicCppWrapperCodegen",
+    "WrapperFxCodegen": "WrapperFxCodegen",
+}
+
+
+def __getattr__(name):
+    if name in _INDUCTOR_CODEGEN:
+        from kernel_pytorch.asic import inductor
+
+        return getattr(inductor, _INDUCTOR_CODEGEN[name])
+    raise AttributeError(f"module 'torch.my_asic' has no attribute '{name}'")
+
+
 def init() -> None:
     """Initialises the device runtime now instead of on first use."""
     _lazy_init()

@@ -90,9 +90,10 @@ class PrivateUse1Config:
         enable_autograd: autograd on the device. PyTorch's AutogradPrivateUse1
             fallback always provides it, so this must stay True.
         enable_compilation: whether torch.compile is expected to work on the
-            device. Backends that don't generate device code (``"eager"``,
-            ``"aot_eager"``) run on my_asic through the CPU fallback; the flag is
-            recorded and reported by ``registered_backend()``.
+            device. It works on every kpdr runtime: Inductor's C++ kernels where
+            device memory is host addressable, the ``"my_asic"`` backend (AOT
+            autograd through the dispatcher) elsewhere;
+            ``registered_backend().compile_path`` says which.
         runtime_options: extra ``key=value`` options passed to the runtime's
             ``kpdrInit`` (keys a runtime doesn't know are ignored).
     """
@@ -113,6 +114,13 @@ class RegisteredBackend:
     config: PrivateUse1Config
     library_path: str
     options: str
+
+    @property
+    def compile_path(self) -> str:
+        """How torch.compile compiles graphs on this device (see compile_backend.compile_path)."""
+        from kernel_pytorch.asic.compile_backend import compile_path
+
+        return compile_path()
 
 
 _registered: Optional[RegisteredBackend] = None
