@@ -1,4 +1,4 @@
-"""Choosing the C++ compiler and the CUDA build of kernel_pytorch (used by setup.py).
+"""Choosing the C++ compiler and the CUDA build of kernel_pytorch (used by build_support/native.py).
 
 A compiler whose ``libstdc++.so`` cannot be found (a broken toolchain install,
 some conda and wrapper compilers) silently links ``libstdc++.a`` into every

@@ -64,6 +64,13 @@ def _command_devices(args: argparse.Namespace) -> int:
         )
     print(_format_table(headers, rows))
     print("Peak TFLOPS: dense, theoretical (datasheet clock); '-' = not supported or unknown.")
+    simulated = [d["device"] for d in capabilities["cross_vendor_devices"] if d["simulated"] and d["shares_host_memory"]]
+    if simulated:
+        print(f"Simulated devices ({', '.join(simulated)}) keep their memory in host RAM, shared with the CPU: "
+              f"their FREE GB is capped by the host's available memory.")
+    for device in capabilities["cross_vendor_devices"]:
+        if device["overcommitted"]:
+            print(f"overcommitted: {device['device']}: {device['overcommitted']}")
     for device in capabilities["cross_vendor_devices"]:
         for what, error in device["unreadable"].items():
             print(f"could not read: {device['device']}: {what} ({error})")

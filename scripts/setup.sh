@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# One-step set-up: Python dependencies, the OpenCL CPU driver used by the HAL tests
-# (Debian's PoCL), and the package itself built against the installed torch.
+# One-step set-up: Python dependencies, the OpenCL CPU driver used by the HAL tests (Debian's
+# PoCL), and the package built in place against the installed torch. A repeated run takes about
+# a second: pip runs only when requirements-dev.txt changed, and ninja rebuilds what changed.
 #
-# Repeated runs take seconds: each step is skipped when its inputs did not change
-# (scripts/setup_state.py decides; a fresh clone always gets the full build).
-#
-#   scripts/setup.sh            set up
-#   scripts/setup.sh --dry-run  print what would run, change nothing
+#   scripts/setup.sh                         set up
+#   scripts/setup.sh --dry-run               print what would run, change nothing
+#   KP_SYSTEM_PACKAGES=0 scripts/setup.sh    never install system packages (PoCL)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,19 +22,25 @@ run() {
   if [ "$DRY_RUN" = 0 ]; then "$@"; fi
 }
 
-# 1. Python dependencies.
-if python scripts/setup_state.py requirements requirements-dev.txt 2>/dev/null; then
-  echo "requirements-dev.txt: already installed"
+# 1. Python dependencies, once per content of requirements-dev.txt and environment.
+STAMP=build/requirements.stamp
+WANT="$(python -c 'import sys; print(sys.prefix)') $(sha256sum requirements-dev.txt | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" = "$WANT" ]; then
+  echo "requirements-dev.txt: installed"
 else
   run python -m pip install -q -r requirements-dev.txt
+  if [ "$DRY_RUN" = 0 ]; then mkdir -p build && echo "$WANT" > "$STAMP"; fi
 fi
 
-# 2. PoCL gives a real OpenCL device on the CPU. Best effort: without it the OpenCL
-# tests skip and say why. As root with apt-get it is installed system-wide, and the
-# line below says so before it happens.
-if ! ldconfig -p 2>/dev/null | grep -q libpocl; then
+# 2. PoCL gives a real OpenCL device on the CPU. Best effort: without it the OpenCL tests skip
+# and say why. As root with apt-get it is installed system-wide, and the line below says so
+# before it happens; KP_SYSTEM_PACKAGES=0 skips it.
+if [ "${KP_SYSTEM_PACKAGES:-1}" = 0 ]; then
+  echo "KP_SYSTEM_PACKAGES=0: not installing PoCL (OpenCL tests skip without an OpenCL driver)"
+elif ! ldconfig -p 2>/dev/null | grep -q libpocl; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "installing the PoCL OpenCL CPU driver system-wide: apt-get install ocl-icd-libopencl1 pocl-opencl-icd"
+    echo "installing the PoCL OpenCL CPU driver system-wide: apt-get install ocl-icd-libopencl1 pocl-opencl-icd" \
+         "(KP_SYSTEM_PACKAGES=0 skips this)"
     if [ "$DRY_RUN" = 0 ]; then
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
           ocl-icd-libopencl1 pocl-opencl-icd >/dev/null) \
@@ -46,25 +51,15 @@ if ! ldconfig -p 2>/dev/null | grep -q libpocl; then
   fi
 fi
 
-# 3. The package. --no-build-isolation: compile against the torch installed above
-# instead of letting pip fetch another (multi-GB) torch into a build environment.
-ACTION=$(python scripts/setup_state.py plan .)
-case "$ACTION" in
-  install)
-    run env MAX_JOBS="${MAX_JOBS:-2}" python -m pip install -q --no-build-isolation --no-deps -e .
-    ;;
-  build)
-    # The editable install already points here: rebuild in place, incrementally (ninja).
-    run env MAX_JOBS="${MAX_JOBS:-2}" python setup.py -q build_ext --inplace
-    ;;
-  skip)
-    echo "kernel_pytorch: up to date, not rebuilt"
-    ;;
-  *)
-    echo "scripts/setup_state.py plan answered '$ACTION'" >&2
-    exit 1
-    ;;
-esac
-if [ "$ACTION" != skip ]; then
-  run python scripts/setup_state.py record .
+# 3. The package. The build runs in the foreground, one line per compiled file; pip then only
+# registers the editable install (--no-build-isolation: against the torch installed above).
+INSTALLED=$(cd / && python -c 'import importlib.util as u, os; s = u.find_spec("kernel_pytorch")
+print(os.path.dirname(os.path.realpath(s.origin)) if s and s.origin else "")')
+if [ "$INSTALLED" != "$(pwd -P)/kernel_pytorch" ]; then
+  run env MAX_JOBS="${MAX_JOBS:-2}" python -m build_support.native
+  run python -m pip install -q --no-build-isolation --no-deps -e .
+elif [ -f build/native/build.ninja ] && command -v ninja >/dev/null; then
+  run env NINJA_STATUS="[%f/%t %es] " ninja -f build/native/build.ninja -j "${MAX_JOBS:-2}"
+else
+  run env MAX_JOBS="${MAX_JOBS:-2}" python -m build_support.native
 fi

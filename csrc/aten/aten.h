@@ -14,6 +14,8 @@
 #include <ATen/core/stack.h>
 #include <torch/library.h>
 
+#include "device_check.h"
+
 // As pybind11 declares it (hidden visibility), without its headers.
 namespace pybind11 __attribute__((visibility("hidden"))) { class module_; }
 

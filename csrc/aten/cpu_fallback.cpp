@@ -24,6 +24,7 @@
 
 #include "core/core.h"
 #include "autograd_device_threads.h"
+#include "device_check.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -89,25 +90,30 @@ bool is_device_tensor(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
-// Finds the one my_asic device this call runs on, checking arguments agree.
-c10::DeviceIndex call_device(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t begin) {
+// The device rule of `op` (device_check.h), derived once per op and thread.
+const DeviceRule& device_rule(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const void*, DeviceRule> cache;
+  const void* key = &op.schema();
+  auto hit = cache.find(key);
+  if (C10_LIKELY(hit != cache.end())) {
+    return hit->second;
+  }
+  return cache.emplace(key, device_rule_for(op.schema())).first->second;
+}
+
+// Finds the one my_asic device this call runs on, after checking that the
+// arguments may share it: ATen's rule for CUDA (device_check.h), so a CPU
+// tensor beside a my_asic tensor raises instead of being copied silently.
+c10::DeviceIndex call_device(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t begin) {
+  const auto& schema = op.schema();
+  check_call_devices(schema, device_rule(op), *stack, begin);
   c10::DeviceIndex device = -1;
   auto see = [&](const at::Tensor& t) {
-    if (!is_device_tensor(t)) {
-      return;
-    }
-    if (device == -1) {
+    if (device == -1 && is_device_tensor(t)) {
       device = t.device().index();
-    } else {
-      TORCH_CHECK(
-          device == t.device().index(),
-          "Expected all tensors to be on the same device, but found at least two devices, my_asic:",
-          static_cast<int>(device), " and my_asic:", static_cast<int>(t.device().index()),
-          "! (when checking arguments of ", schema.name(),
-          "). Move them to one device with .to('my_asic:N') first.");
     }
   };
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+  for (size_t i = 0; i < schema.arguments().size() && device == -1; ++i) {
     const c10::IValue& v = (*stack)[begin + i];
     if (v.isTensor()) {
       see(v.toTensor());
@@ -164,7 +170,7 @@ void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* st
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
   const size_t begin = stack->size() - num_args;
-  const c10::DeviceIndex device = call_device(schema, stack, begin);
+  const c10::DeviceIndex device = call_device(op, stack, begin);
   install_routing_cpu_allocator();
 
   // CPU kernels run on the host now: earlier async copies must be done.
@@ -230,7 +236,7 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const auto& schema = op.schema();
   const size_t begin = stack->size() - schema.arguments().size();
-  const c10::DeviceIndex device = call_device(schema, stack, begin);
+  const c10::DeviceIndex device = call_device(op, stack, begin);
   // The op targets my_asic through a tensor argument or a device= argument
   // (factories such as _efficientzerotensor).
   bool has_device_tensor = false;

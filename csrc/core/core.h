@@ -19,6 +19,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -256,7 +257,10 @@ bool launch_kernel(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args&
   activity::StreamWork work(activity::Kind::RuntimeKernel, activity::kernel_name(args), 0, stream);
   const kpdrError_t err = kernel(&args, native_stream(stream));
   if (err == KPDR_ERROR_NOT_SUPPORTED) return false;
-  KPDR_CHECK(err);
+  if (C10_UNLIKELY(err != KPDR_SUCCESS)) {
+    // Named "kernel <name>" so the error handler sees a kernel failure.
+    raise_runtime_error(err, (std::string("kernel ") + activity::kernel_name(args)).c_str(), __FILE__, __LINE__);
+  }
   work.submitted();
   note_work_submitted(stream);
   return true;
@@ -321,6 +325,13 @@ class MyAsicDeviceAllocator final : public c10::DeviceAllocator {
 };
 
 MyAsicDeviceAllocator& device_allocator();
+
+// Calls fn(used bytes, total bytes) of `device` (total minus free, as
+// mem_get_info reports them) after an allocation that took new device memory
+// while the device's use is at or above `threshold_bytes`: the memory
+// monitor's allocation-path check. Cached blocks reused cost nothing. One
+// watch per device; an empty fn removes it.
+void set_usage_watch(c10::DeviceIndex device, size_t threshold_bytes, std::function<void(size_t, size_t)> fn);
 
 // Grows or shrinks a device storage to `nbytes`, keeping the leading bytes
 // (Tensor.resize_, UntypedStorage.resize_).

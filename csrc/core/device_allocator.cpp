@@ -4,12 +4,15 @@
 #include <c10/core/StorageImpl.h>
 
 #include <algorithm>
+#include <atomic>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "error_handler.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -70,7 +73,8 @@ class Impl {
     return *pools_[device];
   }
 
-  Block* malloc(c10::DeviceIndex device, size_t requested) {
+  // `grew`: set when the block is fresh device memory (not from the cache).
+  Block* malloc(c10::DeviceIndex device, size_t requested, bool* grew) {
     auto& p = pool(device);
     const size_t size = round_size(requested);
     const auto stream = current_stream(device).id();
@@ -78,6 +82,7 @@ class Impl {
     Block* block = take_cached(p, stream, size);
     if (block == nullptr) {
       block = fresh(p, device, size, stream);
+      *grew = true;
     }
     block->requested = requested;
     p.active.emplace(block->ptr, block);
@@ -247,9 +252,8 @@ class Impl {
     }
     if (err == KPDR_ERROR_OUT_OF_MEMORY) {
       p.stats.num_ooms += 1;
-      // The runtime's message restates the request and the free memory that throw_oom
-      // reads from kpdrMemGetInfo; repeating it would say everything twice.
-      throw_oom(device, size, "");
+      const char* why = api.GetLastErrorMessage();
+      throw_oom(device, size, "", why ? why : "");
     }
     KPDR_CHECK(err);
     p.reserved += size;
@@ -282,9 +286,21 @@ class Impl {
     p.free_blocks.clear();
   }
 
-  [[noreturn]] void throw_oom(c10::DeviceIndex device, size_t size, const std::string& detail) {
+  // `runtime_reason`: the runtime's message for a failed kpdrMalloc ("" otherwise).
+  [[noreturn]] void throw_oom(c10::DeviceIndex device, size_t size, const std::string& detail,
+                              const std::string& runtime_reason = "") {
     size_t free_b = 0, total_b = 0;
     rt().MemGetInfo(device, &free_b, &total_b);
+    // The device had room, yet the runtime failed: something else ran out (the
+    // simulator's host memory, a driver's own). Say what the runtime says, not
+    // "out of memory on device" beside a free figure that contradicts it.
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, free_b < size || runtime_reason.empty(), "my_asic could not allocate ",
+        format_bytes(size), " (", size, " bytes) on device ", static_cast<int>(device),
+        ", which has ", format_bytes(free_b), " free of ", format_bytes(total_b),
+        ": the device runtime failed: ", runtime_reason);
+    // The runtime's message restates the request and the free memory read here;
+    // repeating it would say everything twice.
     TORCH_CHECK_WITH(
         OutOfMemoryError, false, "my_asic out of memory on device ", static_cast<int>(device),
         ": tried to allocate ", format_bytes(size), " (", size, " bytes); the device has ",
@@ -307,14 +323,89 @@ void delete_block(void* ptr) {
   impl().free(ptr);
 }
 
+// The memory monitor's allocation-path watch, per device (set_usage_watch).
+constexpr size_t kNoWatch = std::numeric_limits<size_t>::max();
+constexpr int kMaxWatchedDevices = 128;
+std::atomic<size_t> g_watch_bytes[kMaxWatchedDevices];
+std::mutex g_watch_mutex;
+std::shared_ptr<std::function<void(size_t, size_t)>> g_watch_fn[kMaxWatchedDevices];
+thread_local bool t_in_watch = false;
+
+bool init_watches() {
+  for (auto& w : g_watch_bytes) {
+    w.store(kNoWatch);
+  }
+  return true;
+}
+const bool g_watches_ready = init_watches();
+
+void check_usage_watch(c10::DeviceIndex device) {
+  if (device >= kMaxWatchedDevices || C10_LIKELY(g_watch_bytes[device].load(std::memory_order_relaxed) == kNoWatch) ||
+      t_in_watch) {
+    return;
+  }
+  size_t free_b = 0, total_b = 0;
+  if (rt().MemGetInfo(device, &free_b, &total_b) != KPDR_SUCCESS || total_b - free_b < g_watch_bytes[device].load()) {
+    return;
+  }
+  std::shared_ptr<std::function<void(size_t, size_t)>> fn;
+  {
+    std::lock_guard<std::mutex> lock(g_watch_mutex);
+    fn = g_watch_fn[device];
+  }
+  if (fn) {
+    t_in_watch = true; // allocations made by the watch itself are not watched
+    try {
+      (*fn)(total_b - free_b, total_b);
+    } catch (const std::exception& e) {
+      TORCH_WARN("my_asic: the memory watch raised (ignored): ", e.what());
+    }
+    t_in_watch = false;
+  }
+}
+
 } // namespace
+
+void set_usage_watch(c10::DeviceIndex device, size_t threshold_bytes, std::function<void(size_t, size_t)> fn) {
+  check_device_index(device);
+  TORCH_CHECK(device < kMaxWatchedDevices, "my_asic: memory watches cover devices 0..", kMaxWatchedDevices - 1);
+  std::lock_guard<std::mutex> lock(g_watch_mutex);
+  if (fn) {
+    g_watch_fn[device] = std::make_shared<std::function<void(size_t, size_t)>>(std::move(fn));
+    g_watch_bytes[device].store(threshold_bytes);
+  } else {
+    g_watch_bytes[device].store(kNoWatch);
+    g_watch_fn[device].reset();
+  }
+}
 
 c10::DataPtr MyAsicDeviceAllocator::allocate(size_t nbytes) {
   return allocate_on(current_device(), nbytes);
 }
 
 c10::DataPtr MyAsicDeviceAllocator::allocate_on(c10::DeviceIndex device, size_t nbytes) {
-  Block* block = impl().malloc(device, nbytes);
+  bool grew = false;
+  Block* block = nullptr;
+  try {
+    block = impl().malloc(device, nbytes, &grew);
+  } catch (const c10::OutOfMemoryError& e) {
+    // The pool's lock is released here: the error handler may free memory
+    // (empty_cache) and ask for one retry (error_handler.h).
+    DeviceErrorInfo info;
+    info.device = device;
+    info.kind = "out_of_memory";
+    info.message = e.what_without_backtrace();
+    info.op = "allocation";
+    info.requested_bytes = nbytes;
+    info.retryable = true;
+    if (!notify_device_error(info)) {
+      throw;
+    }
+    block = impl().malloc(device, nbytes, &grew);
+  }
+  if (grew) {
+    check_usage_watch(device);
+  }
   return {block->ptr, block->ptr, &delete_block, c10::Device(c10::DeviceType::PrivateUse1, device)};
 }
 

@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "core/core.h"
+#include "error_handler.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -55,10 +56,63 @@ py::tuple stream_tuple(const c10::Stream& s) {
 // c10::DeviceIndex (int8), where 256 would silently become device 0.
 c10::DeviceIndex device_arg(int64_t index) {
   const int64_t count = device_count();
-  TORCH_CHECK_INDEX(
+  TORCH_CHECK(
       index >= 0 && index < count, "my_asic: invalid device index ", index, ": this process has ", count,
       " my_asic device(s) (valid indices 0..", count - 1, "). Check torch.my_asic.device_count().");
   return static_cast<c10::DeviceIndex>(index);
+}
+
+// A Python callable held from C++: released with the GIL, called with it.
+struct PyCallable {
+  py::object fn;
+  explicit PyCallable(py::object f) : fn(std::move(f)) {}
+  ~PyCallable() {
+    py::gil_scoped_acquire gil;
+    fn = py::object();
+  }
+  // Calls fn(args...) with the GIL; a Python exception becomes a C++ one.
+  template <class... A>
+  py::object call(A&&... args) {
+    py::gil_scoped_acquire gil;
+    try {
+      return fn(std::forward<A>(args)...);
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(e.what());
+    }
+  }
+};
+
+// torch.my_asic.set_error_handler's C++ side: fn receives a dict (device,
+// kind, message, op, requested_bytes, retryable) and returns truthy to ask
+// for one retry.
+void set_error_handler(py::object fn) {
+  if (fn.is_none()) {
+    set_device_error_handler(nullptr);
+    return;
+  }
+  auto holder = std::make_shared<PyCallable>(std::move(fn));
+  set_device_error_handler([holder](const DeviceErrorInfo& info) {
+    py::gil_scoped_acquire gil;
+    py::dict d;
+    d["device"] = static_cast<int>(info.device);
+    d["kind"] = info.kind;
+    d["message"] = info.message;
+    d["op"] = info.op;
+    d["requested_bytes"] = info.requested_bytes;
+    d["retryable"] = info.retryable;
+    return py::bool_(holder->call(d)).cast<bool>();
+  });
+}
+
+void set_usage_watch_py(int64_t device, size_t threshold_bytes, py::object fn) {
+  if (fn.is_none()) {
+    set_usage_watch(static_cast<c10::DeviceIndex>(device), threshold_bytes, nullptr);
+    return;
+  }
+  auto holder = std::make_shared<PyCallable>(std::move(fn));
+  set_usage_watch(static_cast<c10::DeviceIndex>(device), threshold_bytes, [holder](size_t used, size_t total) {
+    holder->call(used, total);
+  });
 }
 
 } // namespace
@@ -83,6 +137,10 @@ void init_core_bindings(py::module_& m) {
   m.def("_reset_peak_memory_stats", [](int64_t i) { device_allocator().resetPeakStats(device_arg(i)); });
   m.def("_reset_accumulated_memory_stats", [](int64_t i) { device_allocator().resetAccumulatedStats(device_arg(i)); });
   m.def("_empty_cache", [] { device_allocator().emptyCache(); });
+  m.def("_set_error_handler", &set_error_handler);
+  m.def("_set_usage_watch", [](int64_t i, size_t threshold_bytes, py::object fn) {
+    set_usage_watch_py(device_arg(i), threshold_bytes, std::move(fn));
+  });
   m.def("_set_memory_fraction", [](double f, int64_t i) { device_allocator().setMemoryFraction(f, device_arg(i)); });
   m.def("_get_memory_fraction", [](int64_t i) { return device_allocator().getMemoryFraction(device_arg(i)); });
   m.def("_get_default_generator", [](int64_t i) {

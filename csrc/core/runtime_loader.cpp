@@ -1,5 +1,7 @@
 #include "core/core.h"
 
+#include "error_handler.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 
@@ -208,10 +210,8 @@ const RuntimeApi& rt() {
   if (C10_LIKELY(s.initialized.load(std::memory_order_acquire))) {
     TORCH_CHECK(
         !g_bad_fork.load(std::memory_order_relaxed),
-        "my_asic: cannot use the device in a forked subprocess: it was initialised "
-        "in the parent process. Use the 'spawn' start method "
-        "(multiprocessing.set_start_method('spawn')) or initialise the device only "
-        "in the child.");
+        "Cannot re-initialize my_asic in forked subprocess. To use my_asic with multiprocessing, you must use "
+        "the 'spawn' start method (the parent process had initialised my_asic before the fork).");
     return s.api;
   }
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -249,7 +249,8 @@ c10::DeviceIndex device_count() {
 
 void check_device_index(c10::DeviceIndex index) {
   auto count = device_count();
-  TORCH_CHECK_INDEX(
+  // RuntimeError, as CUDA's "invalid device ordinal" and OpenReg's check.
+  TORCH_CHECK(
       index >= 0 && index < count, "my_asic: invalid device index ", static_cast<int>(index),
       ": this process has ", static_cast<int>(count), " my_asic device(s) (valid indices 0..",
       static_cast<int>(count) - 1, "). Check torch.my_asic.device_count().");
@@ -299,12 +300,22 @@ void raise_runtime_error(kpdrError_t err, const char* call, const char* file, in
     msg += ": ";
     msg += detail;
   }
+  // The error handler sees the error first (error_handler.h); it cannot
+  // retry a runtime call, only observe it and free memory.
+  DeviceErrorInfo info;
+  info.device = t_current_device;
+  info.op = call;
+  info.message = msg;
+  const std::string c(call);
+  info.kind = err == KPDR_ERROR_OUT_OF_MEMORY          ? "out_of_memory"
+      : c.rfind("kernel ", 0) == 0                      ? "kernel"
+      : c.find("Memcpy") != std::string::npos           ? "copy"
+                                                        : "runtime";
+  notify_device_error(info);
   if (err == KPDR_ERROR_OUT_OF_MEMORY) {
     throw c10::OutOfMemoryError(c10::SourceLocation{__func__, file, static_cast<uint32_t>(line)}, msg);
   }
-  if (err == KPDR_ERROR_INVALID_DEVICE) {
-    throw c10::IndexError(c10::SourceLocation{__func__, file, static_cast<uint32_t>(line)}, msg);
-  }
+  // An invalid device is a RuntimeError, as on CUDA ("invalid device ordinal").
   throw c10::Error(c10::SourceLocation{__func__, file, static_cast<uint32_t>(line)}, msg);
 }
 

@@ -64,13 +64,17 @@ bool help_parallel_region();
 int64_t streaming_stores_min_bytes();
 void set_streaming_stores_min_bytes(int64_t bytes);
 
-// The kernels (semantics in kpdr.h). Arguments are trusted: callers validate.
-void rms_norm(const kpdrRmsNormArgs& args);
-void silu(const kpdrSiluArgs& args);
-void rope(const kpdrRopeArgs& args);
-void softmax(const kpdrSoftmaxArgs& args);
-void decode_attention(const kpdrDecodeAttentionArgs& args);
-void prefill_attention(const kpdrPrefillAttentionArgs& args);
-void matmul_vec(const kpdrMatmulVecArgs& args);
+// The kernels, `void name(const Args& args)` for each X(ns, name, Args) of
+// this list (semantics in kpdr.h). Arguments are trusted: callers validate.
+#define KP_CPU_KERNELS(X, ns)                        \
+  X(ns, rms_norm, kpdrRmsNormArgs)                   \
+  X(ns, silu, kpdrSiluArgs)                          \
+  X(ns, rope, kpdrRopeArgs)                          \
+  X(ns, softmax, kpdrSoftmaxArgs)                    \
+  X(ns, decode_attention, kpdrDecodeAttentionArgs)   \
+  X(ns, prefill_attention, kpdrPrefillAttentionArgs) \
+  X(ns, matmul_vec, kpdrMatmulVecArgs)
+#define KP_CPU_DECLARE_KERNEL(ns, name, Args) void name(const Args& args);
+KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _)
 
 }  // namespace kp

@@ -1,31 +1,15 @@
-// kernel_pytorch ops on my_asic tensors: the device runtime's own kernels
-// (kpdrKernelTable), enqueued on the current stream like any device work.
-// A call the runtime cannot serve (no kernel, or KPDR_ERROR_NOT_SUPPORTED for
-// its dtype) runs through the CPU fallback, which fallback_stats() counts, so
-// a chip team sees what its runtime still misses.
+// kernel_pytorch ops on my_asic tensors: the device runtime's own kernels,
+// else the CPU fallback (ops/runtime_launch.h).
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include "aten/aten.h"
 #include "core/core.h"
 #include "ops/op_args.h"
+#include "ops/op_list.h"
+#include "ops/runtime_launch.h"
 
 namespace kernel_pytorch::ops {
 namespace {
-
-template <typename... Args>
-torch::jit::Stack run_fallback(const char* op_name, Args&&... args) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(op_name, "");
-  torch::jit::Stack stack;
-  (stack.emplace_back(std::forward<Args>(args)), ...);
-  run_cpu_fallback(op, &stack);
-  return stack;
-}
-
-template <typename Args>
-bool launch(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args& args, const at::Tensor& like) {
-  return launch_kernel(kernel, args, current_stream(like.device().index()));
-}
 
 // Validation runs first (errors name the op, whichever path runs), then the
 // runtime's kernel, else the fallback.
@@ -33,7 +17,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   c10::DeviceGuard guard(x.device());
   auto c = prepare_rms_norm("rms_norm", x, at::Tensor(), weight, eps);
   if (c.args.rows == 0 || c.args.cols == 0 || launch(runtime_kernels().rms_norm, c.args, x)) return c.out;
-  return run_fallback("kernel_pytorch::rms_norm", x, weight, eps)[0].toTensor();
+  return run_fallback("kernel_pytorch::rms_norm", {x, weight, eps})[0].toTensor();
 }
 
 std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
@@ -43,36 +27,32 @@ std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const
   if (c.args.rows == 0 || c.args.cols == 0 || launch(runtime_kernels().rms_norm, c.args, x)) {
     return {c.out, c.residual_out};
   }
-  auto s = run_fallback("kernel_pytorch::fused_add_rms_norm", x, residual, weight, eps);
+  auto s = run_fallback("kernel_pytorch::fused_add_rms_norm", {x, residual, weight, eps});
   return {s[0].toTensor(), s[1].toTensor()};
 }
 
-at::Tensor silu(const at::Tensor& x) {
+// silu, and silu_and_mul when gated.
+at::Tensor silu_op(const at::Tensor& x, bool gated) {
   c10::DeviceGuard guard(x.device());
-  auto c = prepare_silu("silu", x, false);
-  if (c.args.cols == 0 || launch(runtime_kernels().silu, c.args, x)) return c.out;
-  return run_fallback("kernel_pytorch::silu", x)[0].toTensor();
-}
-
-at::Tensor silu_and_mul(const at::Tensor& x) {
-  c10::DeviceGuard guard(x.device());
-  auto c = prepare_silu("silu_and_mul", x, true);
+  auto c = prepare_silu(gated ? "silu_and_mul" : "silu", x, gated);
   if (c.args.rows == 0 || c.args.cols == 0 || launch(runtime_kernels().silu, c.args, x)) return c.out;
-  return run_fallback("kernel_pytorch::silu_and_mul", x)[0].toTensor();
+  return run_fallback(gated ? "kernel_pytorch::silu_and_mul" : "kernel_pytorch::silu", {x})[0].toTensor();
 }
+at::Tensor silu(const at::Tensor& x) { return silu_op(x, false); }
+at::Tensor silu_and_mul(const at::Tensor& x) { return silu_op(x, true); }
 
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
   c10::DeviceGuard guard(x.device());
   auto c = prepare_rope("apply_rope", x, cos, sin, interleaved, false);
   if (x.numel() == 0 || launch(runtime_kernels().rope, c.args, x)) return c.out;
-  return run_fallback("kernel_pytorch::apply_rope", x, cos, sin, interleaved)[0].toTensor();
+  return run_fallback("kernel_pytorch::apply_rope", {x, cos, sin, interleaved})[0].toTensor();
 }
 
 at::Tensor softmax(const at::Tensor& x, int64_t dim) {
   c10::DeviceGuard guard(x.device());
   auto c = prepare_softmax("softmax", x, dim);
   if (c.args.rows == 0 || c.args.cols == 0 || launch(runtime_kernels().softmax, c.args, x)) return c.result();
-  return run_fallback("kernel_pytorch::softmax", x, dim)[0].toTensor();
+  return run_fallback("kernel_pytorch::softmax", {x, dim})[0].toTensor();
 }
 
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -85,7 +65,7 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::
   }
   auto c = prepare_decode_attention("decode_attention", q, k, v, lengths, host_lengths, scale);
   if (q.numel() == 0 || launch(runtime_kernels().decode_attention, c.args, q)) return c.out;
-  return run_fallback("kernel_pytorch::decode_attention", q, k, v, lengths, scale)[0].toTensor();
+  return run_fallback("kernel_pytorch::decode_attention", {q, k, v, lengths, scale})[0].toTensor();
 }
 
 at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
@@ -95,7 +75,7 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at:
   if (q.numel() == 0) return c.out;
   if (k.size(2) == 0) return c.out.zero_();  // no keys: attention over nothing is 0
   if (launch(runtime_kernels().prefill_attention, c.args, q)) return c.out;
-  return run_fallback("kernel_pytorch::prefill_attention", q, k, v, causal, scale)[0].toTensor();
+  return run_fallback("kernel_pytorch::prefill_attention", {q, k, v, causal, scale})[0].toTensor();
 }
 
 at::Tensor matmul_vec(const at::Tensor& w, const at::Tensor& x) {
@@ -104,21 +84,11 @@ at::Tensor matmul_vec(const at::Tensor& w, const at::Tensor& x) {
   if (c.args.n == 0) return c.out;
   if (c.args.k == 0) return c.out.zero_();
   if (launch(runtime_kernels().matmul_vec, c.args, w)) return c.out;
-  return run_fallback("kernel_pytorch::matmul_vec", w, x)[0].toTensor();
+  return run_fallback("kernel_pytorch::matmul_vec", {w, x})[0].toTensor();
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(kernel_pytorch, PrivateUse1, m) {
-  m.impl("rms_norm", &rms_norm);
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm);
-  m.impl("silu", &silu);
-  m.impl("silu_and_mul", &silu_and_mul);
-  m.impl("apply_rope", &apply_rope);
-  m.impl("softmax", &softmax);
-  m.impl("decode_attention", &decode_attention);
-  m.impl("prefill_attention", &prefill_attention);
-  m.impl("matmul_vec", &matmul_vec);
-}
+TORCH_LIBRARY_IMPL(kernel_pytorch, PrivateUse1, m) { KP_IMPL_OPS(m); }
 
 }  // namespace kernel_pytorch::ops

@@ -14,11 +14,13 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <limits>
 
 #include "aten/aten.h"
 #include "core/core.h"
 #include "ops/op_args.h"
 #include "ops/reference.h"
+#include "ops/runtime_launch.h"
 
 namespace kernel_pytorch::ops {
 namespace {
@@ -26,17 +28,6 @@ namespace {
 bool kernel_dtype_ok(const at::Tensor& t) {
   const auto s = t.scalar_type();
   return s == at::kFloat || s == at::kBFloat16 || s == at::kHalf;
-}
-
-template <typename Args>
-bool launch(kpdrError_t (*kernel)(const Args*, kpdrStream_t), const Args& args, const at::Tensor& like) {
-  return launch_kernel(kernel, args, current_stream(like.device().index()));
-}
-
-torch::jit::Stack fallback(const char* name, torch::jit::Stack stack) {
-  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name, "");
-  run_cpu_fallback(op, &stack);
-  return stack;
 }
 
 int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -70,38 +61,60 @@ double sdpa_scale(const at::Tensor& q, c10::optional<double> scale) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
 
+// Points a prepared kernel call's output at `out` (whose innermost dimension
+// must be contiguous; the descriptors carry the other strides).
+template <typename Call, size_t N>
+void write_into(Call& c, const at::Tensor& out, int64_t (&out_stride)[N]) {
+  c.out = out;
+  c.args.out = out.data_ptr();
+  for (size_t i = 0; i < N; ++i) out_stride[i] = out.stride(static_cast<int64_t>(i));
+}
+
+// Returns exactly what PyTorch's meta function of this op predicts
+// (torch/_meta_registrations.py), since compiled graphs are traced with it: an
+// output laid out like the query (empty_like: HF models pass q as a transposed
+// view and drop a later .contiguous() the fake tensor says is a no-op), a
+// float32 logsumexp [B, H, Sq], no cum_seq / debug tensors, and scalar
+// seed/offset tensors. Every output is a distinct tensor (none alias).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const c10::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                   bool return_debug_mask, c10::optional<double> scale) {
+  check_same_device("aten::_scaled_dot_product_fused_attention_overrideable",
+                    {{"query", &q}, {"key", &k}, {"value", &v}, {"attn_bias", attn_bias ? &*attn_bias : nullptr}});
   TORCH_CHECK(!(attn_bias.has_value() && attn_bias->defined()) && dropout_p == 0.0,
               "my_asic: the fused attention kernels take no attention mask and no dropout; "
               "_fused_sdp_choice routes those calls to the math implementation");
   c10::DeviceGuard guard(q.device());
   const double s = sdpa_scale(q, scale);
-  at::Tensor out;
+  at::Tensor out = at::empty_like(q);  // v's head_dim is q's (_fused_sdp_choice checks it)
+  const bool inner_contiguous = out.size(3) <= 1 || out.stride(3) == 1;
   bool done = q.numel() == 0;
-  if (q.size(2) == 1 && !is_causal) {
+  if (!done && q.size(2) == 1 && !is_causal) {
     auto c = prepare_decode_attention("scaled_dot_product_attention", q.select(2, 0), k, v,
                                       c10::nullopt, at::Tensor(), s);
-    done = done || launch(runtime_kernels().decode_attention, c.args, q);
-    out = c.out.unsqueeze(2);
-  } else {
+    if (inner_contiguous) write_into(c, out.select(2, 0), c.args.out_stride);
+    done = launch(runtime_kernels().decode_attention, c.args, q);
+    if (done && !inner_contiguous) out.select(2, 0).copy_(c.out);
+  } else if (!done) {
     auto c = prepare_prefill_attention("scaled_dot_product_attention", q, k, v, is_causal, s);
-    done = done || launch(runtime_kernels().prefill_attention, c.args, q);
-    out = c.out;
+    if (inner_contiguous) write_into(c, out, c.args.out_stride);
+    done = launch(runtime_kernels().prefill_attention, c.args, q);
+    if (done && !inner_contiguous) out.copy_(c.out);
   }
   if (!done) {  // the runtime declined this dtype: PyTorch's math implementation
     const int64_t group = q.size(1) / k.size(1);
-    out = std::get<0>(at::_scaled_dot_product_attention_math(
+    out.copy_(std::get<0>(at::_scaled_dot_product_attention_math(
         q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), c10::nullopt, 0.0, is_causal,
-        c10::nullopt, s));
+        c10::nullopt, s)));
   }
-  // The kernels keep no logsumexp: the backward recomputes the probabilities.
-  const auto none = at::empty({0}, q.options());
-  const auto no_seed = at::empty({0}, q.options().dtype(at::kLong));
-  return {out, at::empty({0}, q.options().dtype(at::kFloat)), none, none, q.size(2), k.size(2),
-          no_seed, no_seed, none};
+  // The kernels keep no logsumexp (the backward recomputes the probabilities):
+  // NaN says so to anyone who reads it.
+  const auto logsumexp = at::full({q.size(0), q.size(1), q.size(2)}, std::numeric_limits<float>::quiet_NaN(),
+                                  q.options().dtype(at::kFloat));
+  const auto seed_options = q.options().dtype(at::kLong);
+  return {out, logsumexp, at::Tensor(), at::Tensor(), q.size(2), k.size(2),
+          at::zeros({}, seed_options), at::zeros({}, seed_options), at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_backward(
@@ -112,7 +125,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
     const at::Tensor& philox_offset, c10::optional<double> scale) {
   c10::DeviceGuard guard(q.device());
   auto [dq, dk, dv] = reference::attention_backward(grad_out, q, k, v, is_causal, sdpa_scale(q, scale));
-  return {dq, dk, dv, at::Tensor()};
+  // The meta function predicts gradients laid out like their inputs.
+  auto like = [](const at::Tensor& grad, const at::Tensor& input) {
+    if (input.is_non_overlapping_and_dense() && grad.strides() == input.strides()) return grad;
+    at::Tensor out = at::empty_like(input);
+    return out.strides() == grad.strides() ? grad : out.copy_(grad);
+  };
+  return {like(dq, q), like(dk, k), like(dv, v), at::Tensor()};
 }
 
 at::Tensor silu(const at::Tensor& x) {
@@ -121,7 +140,7 @@ at::Tensor silu(const at::Tensor& x) {
     auto c = prepare_silu("silu", x, false);
     if (c.args.cols == 0 || launch(runtime_kernels().silu, c.args, x)) return c.out;
   }
-  return fallback("aten::silu", {x})[0].toTensor();
+  return run_fallback("aten::silu", {x})[0].toTensor();
 }
 
 at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
@@ -132,7 +151,7 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
       return c.result().contiguous();
     }
   }
-  return fallback("aten::_softmax", {x, dim, half_to_float})[0].toTensor();
+  return run_fallback("aten::_softmax", {x, dim, half_to_float})[0].toTensor();
 }
 
 // F.rms_norm's fused form: (out, rstd) with rstd float32 of shape
@@ -141,6 +160,7 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
 std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& x, at::IntArrayRef normalized_shape,
                                                   const c10::optional<at::Tensor>& weight,
                                                   c10::optional<double> eps) {
+  check_same_device("aten::_fused_rms_norm", {{"input", &x}, {"weight", weight ? &*weight : nullptr}});
   const bool served = normalized_shape.size() == 1 && x.dim() >= 1 && weight.has_value() &&
                       weight->defined() && kernel_dtype_ok(x) && weight->scalar_type() == x.scalar_type();
   if (served) {
@@ -159,7 +179,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& x, at::IntAr
       return {c.out, rstd};
     }
   }
-  auto s = fallback("aten::_fused_rms_norm", {x, normalized_shape, weight, eps});
+  auto s = run_fallback("aten::_fused_rms_norm", {x, normalized_shape, weight, eps});
   return {s[0].toTensor(), s[1].toTensor()};
 }
 
@@ -170,6 +190,8 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& gra
                                                            const at::Tensor& rstd,
                                                            const c10::optional<at::Tensor>& weight,
                                                            std::array<bool, 2> output_mask) {
+  check_same_device("aten::_fused_rms_norm_backward",
+                    {{"grad_out", &grad_out}, {"input", &x}, {"rstd", &rstd}, {"weight", weight ? &*weight : nullptr}});
   c10::DeviceGuard guard(x.device());
   const auto acc = x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
   const int64_t n = static_cast<int64_t>(normalized_shape.size());

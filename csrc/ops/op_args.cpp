@@ -66,6 +66,19 @@ kpdrDtype kernel_dtype(const char* op, const char* name, const at::Tensor& t) {
   }
 }
 
+bool all_double(std::initializer_list<at::Tensor> ts) {
+  for (const auto& t : ts) {
+    if (t.defined() && t.scalar_type() != at::kDouble) return false;
+  }
+  return true;
+}
+
+at::Tensor stand_in(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  const auto dtype = at::isFloatingType(t.scalar_type()) ? at::kFloat : t.scalar_type();
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta).dtype(dtype));
+}
+
 RmsNormCall prepare_rms_norm(const char* op, const at::Tensor& x, const at::Tensor& residual,
                              const at::Tensor& weight, double eps) {
   check_defined(op, "x", x);

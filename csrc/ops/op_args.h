@@ -19,6 +19,11 @@ namespace kernel_pytorch::ops {
 
 kpdrDtype kernel_dtype(const char* op, const char* name, const at::Tensor& t);
 
+// float64 calls run the ATen reference (reference.h), validated on stand_in()s:
+// float32 meta tensors of the same shapes and strides.
+bool all_double(std::initializer_list<at::Tensor> ts);
+at::Tensor stand_in(const at::Tensor& t);
+
 struct RmsNormCall {
   kpdrRmsNormArgs args{};
   at::Tensor x, residual, weight, out, residual_out;

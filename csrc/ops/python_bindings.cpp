@@ -43,17 +43,13 @@ void init_ops_bindings(py::module_& m) {
   });
   m.def("_kp_streaming_stores_min_bytes", [] { return kp::streaming_stores_min_bytes(); });
   m.def("_kp_set_streaming_stores_min_bytes", [](int64_t bytes) { kp::set_streaming_stores_min_bytes(bytes); });
-  // Entries of the my_asic runtime's kernel table that are present.
+  // Entries of the my_asic runtime's kernel table (kpdrKernelTable, whose
+  // kernels are the library's) that are present.
   m.def("_runtime_kernel_names", [] {
     const kpdrKernelTable& t = runtime_kernels();
     std::vector<std::string> names;
-    if (t.rms_norm) names.emplace_back("rms_norm");
-    if (t.silu) names.emplace_back("silu");
-    if (t.rope) names.emplace_back("rope");
-    if (t.softmax) names.emplace_back("softmax");
-    if (t.decode_attention) names.emplace_back("decode_attention");
-    if (t.prefill_attention) names.emplace_back("prefill_attention");
-    if (t.matmul_vec) names.emplace_back("matmul_vec");
+#define KP_NAME_IF_PRESENT(ns, name, Args) if (t.name) names.emplace_back(#name);
+    KP_CPU_KERNELS(KP_NAME_IF_PRESENT, _)
     return names;
   });
 }

@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
+#include "ops/op_args.h"
+
 namespace kernel_pytorch::ops::reference {
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -123,3 +127,61 @@ at::Tensor silu_and_mul_backward(const at::Tensor& grad, const at::Tensor& x) {
 }
 
 }  // namespace kernel_pytorch::ops::reference
+
+namespace kernel_pytorch::ops::float64 {
+namespace {
+double scale_or_default(c10::optional<double> scale, const at::Tensor& q) {
+  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+}  // namespace
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  prepare_rms_norm("rms_norm", stand_in(x), at::Tensor(), stand_in(weight), eps);
+  return reference::rms_norm(x, weight, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                                      const at::Tensor& weight, double eps) {
+  prepare_rms_norm("fused_add_rms_norm", stand_in(x), stand_in(residual), stand_in(weight), eps);
+  at::Tensor s = x + residual;
+  return {reference::rms_norm(s, weight, eps), s};
+}
+
+at::Tensor silu(const at::Tensor& x, bool gated) {
+  prepare_silu(gated ? "silu_and_mul" : "silu", stand_in(x), gated);
+  return gated ? reference::silu_and_mul(x) : at::silu(x);
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
+  prepare_rope("apply_rope", stand_in(x), stand_in(cos), stand_in(sin), interleaved, false);
+  return reference::apply_rope(x, cos, sin, interleaved);
+}
+
+at::Tensor softmax(const at::Tensor& x, int64_t dim) {
+  prepare_softmax("softmax", stand_in(x), dim);
+  return at::softmax(x, dim);
+}
+
+at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const c10::optional<at::Tensor>& lengths, c10::optional<double> scale,
+                            const at::Tensor& host_lengths) {
+  c10::optional<at::Tensor> meta_lengths;
+  if (lengths.has_value() && lengths->defined()) meta_lengths = stand_in(*lengths);
+  const double s = scale_or_default(scale, q);
+  prepare_decode_attention("decode_attention", stand_in(q), stand_in(k), stand_in(v), meta_lengths, host_lengths, s);
+  return reference::decode_attention(q, k, v, lengths, s);
+}
+
+at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                             c10::optional<double> scale) {
+  const double s = scale_or_default(scale, q);
+  prepare_prefill_attention("prefill_attention", stand_in(q), stand_in(k), stand_in(v), causal, s);
+  return reference::prefill_attention(q, k, v, causal, s);
+}
+
+at::Tensor matmul_vec(const at::Tensor& w, const at::Tensor& x) {
+  prepare_matmul_vec("matmul_vec", stand_in(w), stand_in(x));
+  return at::mv(w, x);
+}
+
+}  // namespace kernel_pytorch::ops::float64

@@ -39,3 +39,23 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, con
 at::Tensor silu_and_mul_backward(const at::Tensor& grad, const at::Tensor& x);
 
 }  // namespace kernel_pytorch::ops::reference
+
+// float64 calls on CPU and CUDA (the kernels compute in float32): validated on
+// float32 meta stand-ins (op_args.h), computed by the references above.
+namespace kernel_pytorch::ops::float64 {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
+                                                      const at::Tensor& weight, double eps);
+at::Tensor silu(const at::Tensor& x, bool gated);
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved);
+at::Tensor softmax(const at::Tensor& x, int64_t dim);
+// host_lengths as for prepare_decode_attention (undefined: values not checked).
+at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                            const c10::optional<at::Tensor>& lengths, c10::optional<double> scale,
+                            const at::Tensor& host_lengths);
+at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                             c10::optional<double> scale);
+at::Tensor matmul_vec(const at::Tensor& w, const at::Tensor& x);
+
+}  // namespace kernel_pytorch::ops::float64

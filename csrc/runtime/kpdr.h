@@ -40,7 +40,7 @@ typedef enum kpdrError {
   KPDR_SUCCESS = 0,
   KPDR_ERROR_INVALID_VALUE = 1,     /* bad argument (null pointer, bad kind) */
   KPDR_ERROR_INVALID_DEVICE = 2,    /* device index out of range */
-  KPDR_ERROR_OUT_OF_MEMORY = 3,     /* device capacity exhausted */
+  KPDR_ERROR_OUT_OF_MEMORY = 3,     /* device capacity, or the memory backing it, exhausted: the message says which */
   KPDR_ERROR_NOT_READY = 4,         /* stream/event query: work still pending */
   KPDR_ERROR_NOT_INITIALIZED = 5,   /* kpdrInit has not succeeded yet */
   KPDR_ERROR_ALREADY_INITIALIZED = 6, /* kpdrInit called a second time */

@@ -14,6 +14,9 @@
 4. monitor     Real-time capability analysis: free memory and utilisation sampled live while
                a workload runs (NVML on NVIDIA, my_asic memory statistics, the host's
                /proc counters): a refreshing display on a terminal, plain lines otherwise.
+               Each accelerator has a MemoryMonitor (warning 90%, critical 95%) and the
+               HAL's device error handler lists device errors (an out-of-memory
+               allocation on my_asic empties the cache and is retried once).
 
 Gradients cross device types through CPU tensors on gloo.  Within one device type a
 device-native backend is used where torch.distributed has one registered: ``myccl`` for
@@ -38,9 +41,11 @@ import torch
 import kernel_pytorch
 from kernel_pytorch.distributed_scale import HardwareAdapter
 from kernel_pytorch.hardware_abstraction.hal_core import DeviceSpec, HardwareVendor
+from kernel_pytorch.hardware_abstraction.error_handler import set_error_handler
+from kernel_pytorch.hardware_abstraction.memory_monitor import MemoryEvent, MemoryMonitor
 from kernel_pytorch.hardware_abstraction.measurement import (
-    measure_copy_bandwidth, measure_matmul, measure_opencl_matmul, measure_training_step,
-    small_mlp, time_call,
+    measure_copy_bandwidth, measure_matmul, measure_opencl_matmul, small_mlp, time_call, time_interleaved,
+    training_step,
 )
 
 PARTS = ("mesh", "placement", "performance", "monitor")
@@ -150,6 +155,13 @@ def mesh_worker(spec: Dict) -> None:
     members = [r for r, d in enumerate(ranks) if _device_type(d) == device.type]
     leaders = [next(r for r, d in enumerate(ranks) if _device_type(d) == t) for t in types]
     leader_group = dist.new_group(leaders)
+    if myccl:
+        # torch.distributed leaves a "cpu:gloo,my_asic:myccl" group's default backend unset
+        # (and warns about it on every rank at destroy_process_group): set it.
+        from kernel_pytorch.asic.distributed import set_default_backend
+
+        for group in [None, leader_group, *type_groups.values()]:
+            set_default_backend(group)
     # Collectives run on the device where its type has a backend of its own.
     native = device.type == "cpu" or (device.type == "my_asic" and myccl)
 
@@ -290,6 +302,10 @@ def part_performance(adapter: HardwareAdapter, quick: bool) -> List[dict]:
     n = 512 if quick else 2048
     budget = 0.15 if quick else 0.5
     rows = []
+    # The training step decides which device is fastest, so it is timed the noise-robust
+    # way: warm-up, devices interleaved in rounds, the median and its round-to-round spread.
+    steps = time_interleaved({spec.label: (training_step(spec.device), spec.device) for spec in runnable_devices(adapter)},
+                             rounds=5 if quick else 8, budget_s=0.4 if quick else 1.5, warmup_s=0.2)
     for spec in runnable_devices(adapter):
         device = spec.device
         matmul_n = n if device.type in ("cpu", "my_asic") else 4096
@@ -301,7 +317,8 @@ def part_performance(adapter: HardwareAdapter, quick: bool) -> List[dict]:
             row.update(bf16_tflops=bf16.achieved_tflops, bf16_peak=bf16.peak_tflops, bf16_efficiency=bf16.efficiency)
         copies = measure_copy_bandwidth(device, (16 if quick else 256) * 2**20, budget)
         row.update(h2d_gbps=copies.host_to_device_gbps, d2h_gbps=copies.device_to_host_gbps)
-        row["train_step_ms"] = measure_training_step(device, min_time_s=budget).best_s * 1e3
+        row["train_step_ms"] = steps[spec.label].median_s * 1e3
+        row["train_step_range_ms"] = (steps[spec.label].low_s * 1e3, steps[spec.label].high_s * 1e3)
         rows.append(row)
     opencl = [s for s in adapter.devices if s.vendor is HardwareVendor.OPENCL]
     for spec in opencl[:1] if quick else opencl:
@@ -313,20 +330,22 @@ def part_performance(adapter: HardwareAdapter, quick: bool) -> List[dict]:
         rows.append({"device": spec.label, "name": spec.name, "matmul_n": mm.n, "fp32_tflops": mm.achieved_tflops,
                      "fp32_peak": mm.peak_tflops, "fp32_efficiency": mm.efficiency})
     print(f"   {'device':<10} {'matmul':>7} {'fp32 TFLOPS':>12} {'peak':>8} {'eff.':>6} "
-          f"{'H2D GB/s':>9} {'D2H GB/s':>9} {'train step':>11}")
+          f"{'H2D GB/s':>9} {'D2H GB/s':>9} {'train step: median [round range]':>32}")
     for row in rows:
         peak = f"{row['fp32_peak']:.2f}" if row["fp32_peak"] else "?"
         eff = f"{row['fp32_efficiency']:.0%}" if row["fp32_efficiency"] else "?"
         h2d = f"{row['h2d_gbps']:.1f}" if "h2d_gbps" in row else "-"
         d2h = f"{row['d2h_gbps']:.1f}" if "d2h_gbps" in row else "-"
-        step = f"{row['train_step_ms']:.2f} ms" if "train_step_ms" in row else "-"
+        step = (f"{row['train_step_ms']:.2f} ms [{row['train_step_range_ms'][0]:.1f}-{row['train_step_range_ms'][1]:.1f}]"
+                if "train_step_ms" in row else "-")
         print(f"   {row['device']:<10} {row['matmul_n']:>7} {row['fp32_tflops']:>12.4f} {peak:>8} {eff:>6} "
-              f"{h2d:>9} {d2h:>9} {step:>11}")
+              f"{h2d:>9} {d2h:>9} {step:>32}")
         if "bf16_tflops" in row:
             print(f"   {'':<10} {'bf16':>7} {row['bf16_tflops']:>12.1f} {row['bf16_peak'] or 0:>8.1f} "
                   f"{(row['bf16_efficiency'] or 0):>6.0%}")
     print("   (OpenCL runs an OpenCL C matmul through pyopencl: torch has no OpenCL device; "
-          "the CPU's copy figures are host memcpy)")
+          "the CPU's copy figures are host memcpy; train step: median of devices interleaved in rounds, "
+          "[fastest - slowest round's median] ms)")
     ops = kernel_library_ops()
     if not ops:
         print("   kernel library ops: torch.ops.kernel_pytorch is not part of this build; skipped")
@@ -419,9 +438,34 @@ def part_monitor(adapter: HardwareAdapter, quick: bool, interactive: bool) -> No
     state = {"running": "starting", "done": False}
     lines_drawn = [0]
 
+    # The HAL's memory monitor (warning 90%, critical 95%; checked on a timer
+    # and, on my_asic, on the allocation path) and device error handler: their
+    # events are listed under the samples.
+    events: list = []
+
+    def note_memory(event: MemoryEvent) -> None:
+        events.append(f"{event.device} memory {event.level}: {100 * event.fraction:.1f}% used "
+                      f"(peak {event.peak_bytes / 2**30:.2f} GiB)")
+
+    def note_error(error) -> bool:
+        events.append(f"{error.device} {error.kind} error in {error.op}: {error.message.splitlines()[0]}")
+        if error.kind == "out_of_memory" and error.device.startswith("my_asic"):
+            torch.my_asic.empty_cache()
+            return True  # retry the allocation once
+        return False
+
+    monitors = [MemoryMonitor(d, warning=0.90, critical=0.95, interval_s=0.25, on_warning=note_memory,
+                              on_critical=note_memory, on_normal=note_memory)
+                for d in workload_devices if d.type in ("my_asic", "cuda")]
+    set_error_handler(note_error)
+    for monitor in monitors:
+        monitor.start()
+
     def draw(elapsed: float) -> None:
         rows = [f"t={elapsed:5.1f}s  workload: {state['running']}"]
         rows += [f"  {name:<10} {sample()}" for name, sample in samplers]
+        rows += [f"  monitor    {m.device}: {m.level}, peak {m.peak_bytes / 2**30:.2f} GiB" for m in monitors]
+        rows += [f"  event      {e}" for e in events[-3:]]
         if interactive:
             if lines_drawn[0]:
                 sys.stdout.write(f"\x1b[{lines_drawn[0]}F")  # back to the first line drawn
@@ -459,6 +503,9 @@ def part_monitor(adapter: HardwareAdapter, quick: bool, interactive: bool) -> No
     state["running"] = "finished"
     state["done"] = True
     thread.join()
+    for monitor in monitors:
+        monitor.stop()
+    set_error_handler(None)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -22,6 +22,7 @@ from kernel_pytorch.asic.device import (
     set_device,
     synchronize,
 )
+from kernel_pytorch.asic.errors import DeviceError, get_error_handler, set_error_handler
 from kernel_pytorch.asic.fallback import (
     fallback_stats,
     get_fallback_mode,
@@ -65,6 +66,25 @@ from kernel_pytorch.asic.streams import (
 )
 
 
+# Inductor's codegen for my_asic, looked up by torch._inductor (for PrivateUse1
+# devices: torch.<device>.Scheduling, ...) when it first lowers a graph; resolved
+# lazily so importing this module never imports torch._inductor.
+_INDUCTOR_CODEGEN = {
+    "Scheduling": "MyAsicScheduling",
+    "PythonWrapperCodegen": "MyAsicWrapperCodegen",
+    "CppWrapperCodegen": "MyAsicCppWrapperCodegen",
+    "WrapperFxCodegen": "WrapperFxCodegen",
+}
+
+
+def __getattr__(name):
+    if name in _INDUCTOR_CODEGEN:
+        from kernel_pytorch.asic import inductor
+
+        return getattr(inductor, _INDUCTOR_CODEGEN[name])
+    raise AttributeError(f"module 'torch.my_asic' has no attribute '{name}'")
+
+
 def init() -> None:
     """Initialises the device runtime now instead of on first use."""
     _lazy_init()
@@ -81,14 +101,14 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 __all__ = [
-    "Event", "Stream", "StreamContext", "current_device", "current_stream", "default_stream",
+    "DeviceError", "Event", "Stream", "StreamContext", "current_device", "current_stream", "default_stream",
     "device", "device_count", "device_of", "empty_cache", "fallback_stats", "get_amp_supported_dtype",
-    "get_device_name", "get_device_properties", "get_fallback_mode", "get_per_process_memory_fraction",
+    "get_device_name", "get_device_properties", "get_error_handler", "get_fallback_mode", "get_per_process_memory_fraction",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available", "is_bf16_supported",
     "is_initialized", "is_simulated", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
     "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "native_kernels",
     "reset_accumulated_memory_stats",
-    "reset_fallback_stats", "reset_peak_memory_stats", "seed", "seed_all", "select_runtime", "set_device", "set_fallback_mode",
+    "reset_fallback_stats", "reset_peak_memory_stats", "seed", "seed_all", "select_runtime", "set_device", "set_error_handler", "set_fallback_mode",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
     "synchronize",
 ]

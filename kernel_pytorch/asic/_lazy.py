@@ -33,9 +33,8 @@ def _lazy_init() -> None:
     global _initializing
     if _C._in_bad_fork():
         raise RuntimeError(
-            "Cannot re-initialize my_asic in a forked subprocess: the parent process had "
-            "already initialised it. Use the 'spawn' start method "
-            "(torch.multiprocessing.set_start_method('spawn'))."
+            "Cannot re-initialize my_asic in forked subprocess. To use my_asic with "
+            "multiprocessing, you must use the 'spawn' start method"
         )
     if _C._device_initialized() and not _queued_calls:
         return

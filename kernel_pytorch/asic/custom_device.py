@@ -90,9 +90,10 @@ class PrivateUse1Config:
         enable_autograd: autograd on the device. PyTorch's AutogradPrivateUse1
             fallback always provides it, so this must stay True.
         enable_compilation: whether torch.compile is expected to work on the
-            device. Backends that don't generate device code (``"eager"``,
-            ``"aot_eager"``) run on my_asic through the CPU fallback; the flag is
-            recorded and reported by ``registered_backend()``.
+            device. It works on every kpdr runtime: Inductor's C++ kernels where
+            device memory is host addressable, the ``"my_asic"`` backend (AOT
+            autograd through the dispatcher) elsewhere;
+            ``registered_backend().compile_path`` says which.
         runtime_options: extra ``key=value`` options passed to the runtime's
             ``kpdrInit`` (keys a runtime doesn't know are ignored).
     """
@@ -113,6 +114,13 @@ class RegisteredBackend:
     config: PrivateUse1Config
     library_path: str
     options: str
+
+    @property
+    def compile_path(self) -> str:
+        """How torch.compile compiles graphs on this device (see compile_backend.compile_path)."""
+        from kernel_pytorch.asic.compile_backend import compile_path
+
+        return compile_path()
 
 
 _registered: Optional[RegisteredBackend] = None
@@ -232,7 +240,10 @@ def register_custom_device(backend: CustomDeviceBackend, config: PrivateUse1Conf
         True once the device is registered, initialised and matches ``backend``.
 
     Raises:
-        ValueError: inconsistent backend or config (names, capacities, autograd).
+        ValueError: inconsistent backend or config (names, capacities, autograd), or
+            simulated devices holding more memory than the host has without
+            ``runtime_options={"overcommit": "1"}`` (the simulator ``libmyasic.so``
+            keeps device memory in host memory).
         FileNotFoundError: the runtime library cannot be found or loaded.
         RuntimeError: PrivateUse1 already has another name, the device was
             already initialised with another configuration, or the runtime
@@ -281,7 +292,20 @@ def register_custom_device(backend: CustomDeviceBackend, config: PrivateUse1Conf
             raise RuntimeError(f"{type(backend).__name__}.initialize_device({i}) returned False")
     _C._set_runtime(path, option_string)
     register_device(force=True)
-    asic.init()
+    try:
+        asic.init()
+    except RuntimeError as error:
+        if "overcommit=1" not in str(error):
+            raise
+        # The simulator keeps device memory in host memory and refuses more than the
+        # host has unless overcommit is asked for; nothing was initialised, so the
+        # caller can register again.
+        raise ValueError(
+            f"{type(backend).__name__} describes {count} device(s) of {options['memory_mb']} MiB, more "
+            f"memory than this host can back for the simulator {config.backend_library!r}. Return a smaller "
+            f"'memory' from get_device_properties(), or simulate it anyway with "
+            f"PrivateUse1Config(runtime_options={{'overcommit': '1'}}). The runtime said: {error}"
+        ) from None
     _check_runtime_matches(backend, count, options["names"].split(","))
     _registered = RegisteredBackend(backend=backend, config=config, library_path=path, options=option_string)
     return True

@@ -50,11 +50,11 @@ _MAX_DEVICE_INDEX = 127
 
 
 def _checked_index(index: int) -> int:
-    """``index`` if it fits a device index, else IndexError (never a wrapped value)."""
+    """``index`` if it fits a device index, else RuntimeError as on CUDA (never a wrapped value)."""
     if 0 <= index <= _MAX_DEVICE_INDEX:
         return index
     count = device_count()
-    raise IndexError(
+    raise RuntimeError(
         f"my_asic: invalid device index {index}: this process has {count} my_asic device(s) "
         f"(valid indices 0..{count - 1}). Check torch.my_asic.device_count()."
     )

@@ -22,7 +22,7 @@ import torch
 BACKEND_NAME = "myccl"
 DEVICE_TYPE = "my_asic"
 
-__all__ = ["BACKEND_NAME", "register_myccl", "is_myccl_registered"]
+__all__ = ["BACKEND_NAME", "register_myccl", "is_myccl_registered", "set_default_backend"]
 
 
 def _create_myccl(dist_options, backend_options=None):
@@ -64,4 +64,30 @@ def register_myccl() -> bool:
     if is_myccl_registered():
         return True
     dist.Backend.register_backend(BACKEND_NAME, _create_myccl, extended_api=True, devices=[DEVICE_TYPE])
+    return True
+
+
+def set_default_backend(group=None) -> bool:
+    """Gives a process group built from a backend string that names myccl
+    (``"cpu:gloo,my_asic:myccl"``) the default backend ``init_process_group`` /
+    ``new_group`` meant to give it: the custom one.  Returns whether it changed anything.
+
+    torch.distributed (2.13) looks the first plugin up by its upper-case name
+    (``"MYCCL"``) among the backend string's lower-case names (``"myccl"``), finds
+    none and leaves the group's default backend undefined: ``group.name()`` reads
+    ``"undefined"`` and ``destroy_process_group()`` warns "No backend of type 0 found
+    for Process Group with name undefined" on every rank.  Groups whose default is
+    set, or that have no myccl backend, are left alone.
+
+    Args:
+        group: a process group; None for the default (world) group.
+    """
+    import torch.distributed as dist
+
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if pg is dist.GroupMember.NON_GROUP_MEMBER or pg.name() != "undefined":
+        return False
+    if BACKEND_NAME not in [pair.split(":")[-1] for pair in str(dist.get_backend(pg)).split(",")]:
+        return False
+    pg._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM)
     return True

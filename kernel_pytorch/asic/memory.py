@@ -72,3 +72,44 @@ def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
     """The cap set by set_per_process_memory_fraction() (1.0 by default)."""
     _lazy_init()
     return _C._get_memory_fraction(_device_index(device))
+
+
+# The memory monitor's allocation-path watches (hardware_abstraction.MemoryMonitor):
+# per device, C++ calls one dispatcher when an allocation that took new device
+# memory leaves use at or above the lowest watched fraction.
+_watches: Dict[int, Dict[int, Tuple[float, Any]]] = {}
+_next_watch = [0]
+
+
+def _arm(index: int) -> None:
+    watches = _watches.get(index, {})
+    if not watches:
+        _C._set_usage_watch(index, 0, None)
+        return
+    total = mem_get_info(index)[1]
+    lowest = min(fraction for fraction, _ in watches.values())
+
+    def dispatch(used: int, total: int, index: int = index) -> None:
+        for fraction, fn in list(_watches.get(index, {}).values()):
+            if used >= fraction * total:
+                fn(used, total)
+
+    _C._set_usage_watch(index, int(lowest * total), dispatch)
+
+
+def _add_usage_watch(device: _DeviceLike, fraction: float, fn) -> Tuple[int, int]:
+    """Calls ``fn(used_bytes, total_bytes)`` after allocations that take new device memory
+    while use is at or above ``fraction`` of the device; returns a token for _remove_usage_watch."""
+    _lazy_init()
+    index = _device_index(device)
+    _next_watch[0] += 1
+    token = (index, _next_watch[0])
+    _watches.setdefault(index, {})[token[1]] = (fraction, fn)
+    _arm(index)
+    return token
+
+
+def _remove_usage_watch(token: Tuple[int, int]) -> None:
+    index, key = token
+    _watches.get(index, {}).pop(key, None)
+    _arm(index)

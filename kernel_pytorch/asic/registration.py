@@ -146,6 +146,9 @@ def register_device(force: bool = False) -> bool:
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
         _allow_on_uninitialized_parameters(getattr(torch.Tensor, DEVICE_NAME))
+    from kernel_pytorch.asic import compile_registration
+
+    compile_registration.install()  # lazy: torch._dynamo/_inductor are not imported here
     from kernel_pytorch.asic._exit import register_exit_hook
 
     register_exit_hook()

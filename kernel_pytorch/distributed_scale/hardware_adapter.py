@@ -33,6 +33,12 @@ def _torch_view(vendor: HardwareVendor, device: torch.device, free_bytes: int) -
     return DeviceSpec(vendor, device.index or 0, device, caps)
 
 
+def _shares_host_memory(spec: DeviceSpec) -> bool:
+    """Whether the device's tensors live in host memory: the CPU, and simulated devices."""
+    return (spec.vendor is HardwareVendor.CPU and spec.torch_usable) or bool(
+        spec.capabilities.details.get("shares_host_memory"))
+
+
 def _torch_devices() -> List[DeviceSpec]:
     """Every device torch itself can use now, with free memory from torch, in adapter
     priority order (one vendor per torch device type), the CPU last."""
@@ -138,10 +144,14 @@ class HardwareAdapter:
           tables print it. ``simulated`` marks devices simulated on the host CPU;
           ``unreadable`` lists figures the vendor API could not give.
         * ``vendor_distribution``: vendor value -> number of devices.
-        * ``available_memory_gb`` / ``total_memory_gb``: sums over the devices
-          torch can use, GB (1e9 bytes). OpenCL devices are left out because
-          they usually describe memory already counted (the host's, or a GPU's
-          also seen through its vendor adapter).
+        * ``available_memory_gb`` / ``total_memory_gb``: sums over the memory of
+          the devices torch can use, GB (1e9 bytes), each memory counted once:
+          the CPU and simulated devices (``shares_host_memory``) all hold their
+          tensors in host memory, so together they count as the largest of their
+          figures (the host's, as the CPU reports it), never as a sum that
+          exceeds the host. OpenCL devices are left out because they usually
+          describe memory already counted (the host's, or a GPU's also seen
+          through its vendor adapter).
         * ``total_peak_tflops``: precision -> summed dense peak of those
           devices, TFLOPS (TOPS for int8).
         * ``unavailable_vendors``: vendor value -> why its adapter found nothing.
@@ -151,6 +161,7 @@ class HardwareAdapter:
         total_peak: Dict[str, float] = {}
         available_gb = 0.0
         total_gb = 0.0
+        host_free_gb = host_total_gb = 0.0  # the host's memory: the CPU's and the simulated devices'
         rows = []
         for spec in devices:
             caps = spec.capabilities
@@ -171,20 +182,28 @@ class HardwareAdapter:
                     "supported_dtypes": list(caps.supported_dtypes),
                     "torch_usable": spec.torch_usable,
                     "simulated": spec.is_simulated,
+                    "shares_host_memory": _shares_host_memory(spec),
+                    "overcommitted": caps.details.get("overcommitted"),
                     "unreadable": dict(caps.details.get("unreadable", {})),
                 }
             )
             if not spec.torch_usable:
                 continue
-            available_gb += caps.memory_free_gb
-            total_gb += caps.memory_total_gb
+            if _shares_host_memory(spec):
+                # An overcommitted simulator's capacity is more than the host holds: count the host.
+                host_limit = caps.details.get("host_memory_total_gb", float("inf"))
+                host_free_gb = max(host_free_gb, caps.memory_free_gb)
+                host_total_gb = max(host_total_gb, min(caps.memory_total_gb, host_limit))
+            else:
+                available_gb += caps.memory_free_gb
+                total_gb += caps.memory_total_gb
             for key, tflops in caps.peak_tflops.items():
                 total_peak[key] = total_peak.get(key, 0.0) + tflops
         return {
             "cross_vendor_devices": rows,
             "vendor_distribution": distribution,
-            "available_memory_gb": available_gb,
-            "total_memory_gb": total_gb,
+            "available_memory_gb": available_gb + host_free_gb,
+            "total_memory_gb": total_gb + host_total_gb,
             "total_peak_tflops": total_peak,
             "unavailable_vendors": {vendor.value: reason for vendor, reason in self.hal.unavailable_vendors().items()},
         }

@@ -35,6 +35,8 @@ _LAZY_EXPORTS: Dict[str, str] = {
     "theoretical_peak_tflops": "peak_flops",
     **dict.fromkeys(["select_device", "explain_selection"], "selection"),
     **dict.fromkeys(["init_process_group_from_mesh", "process_group_backend_string"], "process_groups"),
+    **dict.fromkeys(["MemoryMonitor", "MemoryEvent", "device_memory_usage"], "memory_monitor"),
+    **dict.fromkeys(["set_error_handler", "get_error_handler"], "error_handler"),
 }
 
 __all__ = [

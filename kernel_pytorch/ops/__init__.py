@@ -196,11 +196,17 @@ def tuning_report() -> str:
 def backend_info() -> Dict[str, str]:
     """Which implementation runs the ops on each device type.
 
-    For example ``{"cpu": "avx512", "my_asic": "runtime kernels", "cuda": "not built: ..."}``.
+    For example ``{"cpu": "avx512", "my_asic": "runtime kernels", "cuda": "not built: ..."}``;
+    ``"my_asic_compile"`` says how torch.compile compiles my_asic graphs (Inductor's
+    C++ kernels or the ``"my_asic"`` backend).
     Asking about my_asic initialises its runtime.
     """
     info = {"cpu": f"kernel library, {cpu_isa()} (best on this CPU: {_C._kp_best_cpu_isa()})"}
     info["my_asic"] = _my_asic_info()
+    if hasattr(torch, "my_asic"):
+        from kernel_pytorch.asic.compile_backend import compile_path
+
+        info["my_asic_compile"] = compile_path()
     cuda = getattr(_C, "_kp_cuda_info", None)
     info["cuda"] = cuda() if cuda is not None else "not built: this package was compiled without CUDA"
     return info

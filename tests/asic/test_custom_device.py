@@ -13,6 +13,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY_RUNTIME_SOURCE = os.path.join(REPO, "tests", "runtime", "tiny_runtime", "tiny_runtime.c")
+HOST_RAM_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 BACKEND = """
 import torch, kernel_pytorch
@@ -23,7 +24,7 @@ from kernel_pytorch.asic.custom_device import (
 class MyCustomBackend(CustomDeviceBackend):
     def initialize_device(self, device_id: int) -> bool: return True
     def get_device_count(self) -> int: return 4
-    def get_device_properties(self, device_id: int): return {"name": f"MyASIC-{device_id}", "memory": 32768}
+    def get_device_properties(self, device_id: int): return {"name": f"MyASIC-{device_id}", "memory": 1024}
     def allocate_memory(self, size: int, device_id: int): pass
     def copy_to_device(self, tensor, device_id: int): return tensor
 """
@@ -45,16 +46,46 @@ def run_ok(code: str, env=None) -> str:
     return result.stdout
 
 
-def test_issue_example_registers_four_devices_with_32768_mb_each():
-    out = run_ok(BACKEND + """
-backend = MyCustomBackend("my_asic", HardwareVendor.CUSTOM_ASIC)
+def test_issue_example_registers_four_devices_with_32768_mb_each_when_overcommit_is_explicit():
+    result = run(BACKEND + """
+class IssueExample(MyCustomBackend):
+    def get_device_properties(self, device_id: int): return {"name": f"MyASIC-{device_id}", "memory": 32768}
+backend = IssueExample("my_asic", HardwareVendor.CUSTOM_ASIC)
 config = PrivateUse1Config(device_name="my_asic", vendor=HardwareVendor.CUSTOM_ASIC,
-                           backend_library="libmyasic.so", enable_autograd=True, enable_compilation=True)
+                           backend_library="libmyasic.so", enable_autograd=True, enable_compilation=True,
+                           runtime_options={"overcommit": "1"})
 success = register_custom_device(backend, config)
 print(success, torch.my_asic.device_count(), torch.my_asic.get_device_name(2),
       torch.my_asic.get_device_properties(3).total_memory)
 """)
-    assert out.split() == ["True", "4", "MyASIC-2", str(32768 * 2**20)]
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "4", "MyASIC-2", str(32768 * 2**20)]
+    if 4 * 32768 * 2**20 > HOST_RAM_BYTES:  # said where the user sees it
+        assert "libmyasic: overcommit=1: 4 simulated device(s) of 32.00 GiB hold 128.00 GiB" in result.stderr
+
+
+def test_simulated_devices_larger_than_the_host_are_refused_naming_the_fix():
+    per_device_mb = HOST_RAM_BYTES // 2**20 // 2 + 1024  # two of them exceed the host
+    out = run_ok(BACKEND + f"""
+class Large(MyCustomBackend):
+    def get_device_count(self): return 2
+    def get_device_properties(self, device_id): return {{"name": f"L-{{device_id}}", "memory": {per_device_mb}}}
+class Fitting(MyCustomBackend):
+    def get_device_count(self): return 2
+    def get_device_properties(self, device_id): return {{"name": f"F-{{device_id}}", "memory": 256}}
+try:
+    register_custom_device(Large("my_asic"), PrivateUse1Config())
+    print("accepted")
+except ValueError as error:
+    print(error)
+register_custom_device(Fitting("my_asic"), PrivateUse1Config())  # nothing was initialised: retry works
+print(torch.my_asic.get_device_name(1), torch.ones(2, device="my_asic:1").sum().item())
+""")
+    refusal, retry = out.strip().rsplit("\n", 1)
+    assert "Large describes 2 device(s) of" in refusal and "more memory than this host can back" in refusal
+    assert "runtime_options={'overcommit': '1'}" in refusal
+    assert "Lower memory_mb to at most" in refusal  # the runtime's own figure
+    assert retry == "F-1 2.0"
 
 
 def test_the_old_hardware_abstraction_import_path_still_works():

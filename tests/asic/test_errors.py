@@ -3,21 +3,23 @@
 import pytest
 import torch
 
+from device_subprocess import run_python
+
 pytestmark = pytest.mark.usefixtures("two_devices")
 
 
 def test_out_of_range_device_index_names_valid_range():
-    with pytest.raises(IndexError, match=r"invalid device index 5.*valid indices 0\.\.1"):
+    with pytest.raises(RuntimeError, match=r"invalid device index 5.*valid indices 0\.\.1"):
         torch.empty(1, device="my_asic:5")
 
 
 def test_set_device_out_of_range_names_valid_range():
-    with pytest.raises(IndexError, match=r"valid indices 0\.\.1"):
+    with pytest.raises(RuntimeError, match=r"valid indices 0\.\.1"):
         torch.my_asic.set_device(7)
 
 
 def test_out_of_range_device_leaves_current_device_unchanged():
-    with pytest.raises(IndexError):
+    with pytest.raises(RuntimeError):
         torch.my_asic.set_device(7)
     assert torch.my_asic.current_device() == 0
 
@@ -75,3 +77,30 @@ def test_set_storage_from_cpu_is_rejected():
     with pytest.raises(RuntimeError, match="set_\\(\\) needs a my_asic storage"):
         torch.empty(0, device="my_asic").set_(torch.ones(3).untyped_storage())
 
+
+
+def test_host_running_out_is_reported_as_the_host_not_a_full_device():
+    # The device has room, but the host cannot map more (an address-space limit set after
+    # initialisation stands in for a host out of memory): the message must not claim the
+    # device is full while quoting its free memory.
+    out = run_python("""
+        import resource, torch, kernel_pytorch
+        torch.empty(1, device="my_asic")
+        free, _ = torch.my_asic.mem_get_info(0)
+        size = min(2**30, free // 2)
+        with open("/proc/self/status") as status:
+            used = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+        resource.setrlimit(resource.RLIMIT_AS, (used + 128 * 2**20, resource.RLIM_INFINITY))
+        try:
+            torch.empty(size, dtype=torch.uint8, device="my_asic")
+            print("allocated")
+        except torch.OutOfMemoryError as error:
+            print(str(error).splitlines()[0])
+        resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        print(torch.ones(4, device="my_asic").sum().item())  # the device stays usable
+    """)
+    message, after = out.strip().rsplit("\n", 1)
+    assert message.startswith("my_asic could not allocate") and "free of" in message
+    assert "host out of memory" in message and "not the simulated device, ran out" in message
+    assert "tried to allocate" not in message
+    assert after == "4.0"

@@ -106,3 +106,29 @@ def test_fork_before_initialisation_leaves_child_free_to_use_device():
         """
     )
     assert last_line(out) == "0"
+
+
+def test_forked_child_error_is_worded_like_cudas():
+    # Tools match CUDA's sentence: "Cannot re-initialize CUDA in forked subprocess. To use CUDA with
+    # multiprocessing, you must use the 'spawn' start method".
+    out = run_python(
+        """
+        import os, torch, kernel_pytorch
+        torch.ones(1, device="my_asic")
+        pid = os.fork()
+        if pid == 0:
+            expected = ("Cannot re-initialize my_asic in forked subprocess. To use my_asic with "
+                        "multiprocessing, you must use the 'spawn' start method")
+            results = []
+            for call in (lambda: torch.my_asic.current_device(), lambda: torch.ones(1, device="my_asic")):
+                try:
+                    call()
+                    results.append(False)
+                except RuntimeError as error:
+                    results.append(expected in str(error))
+            os._exit(0 if all(results) else 1)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    assert last_line(out) == "0"

@@ -53,7 +53,7 @@ def test_devices_says_how_to_make_each_opencl_device_the_my_asic_device(capsys):
 def test_devices_json_names_each_device_as_the_table_does(capsys):
     _, table, _ = run_cli(capsys, "devices")
     _, out, _ = run_cli(capsys, "devices", "--json")
-    footer = ("Peak", "not found", "could not", "To run my_asic", " ")
+    footer = ("Peak", "not found", "could not", "To run my_asic", " ", "Simulated", "overcommitted")
     first_column = [line.split()[0] for line in table.splitlines()[2:] if line and not line.startswith(footer)]
     assert [d["device"] for d in json.loads(out)["devices"]] == first_column
     for device in json.loads(out)["devices"]:

@@ -74,3 +74,33 @@ def test_host_addressable_device_peak_is_the_host_cpu_peak():
     host = CpuAdapter().discover_devices()[0].capabilities
     assert spec.capabilities.peak_tflops == host.peak_tflops
     assert "host CPU" in spec.capabilities.details["peak_source"]
+
+
+@needs_my_asic
+def test_an_overcommitted_simulator_is_said_so_and_counts_no_more_than_the_host():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    host_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+    env = dict(os.environ, MY_ASIC_DEVICE_COUNT="2", MY_ASIC_MEMORY_MB=str(host_mb), MY_ASIC_OVERCOMMIT="1",
+               MY_ASIC_ENABLE="1")
+    code = """
+import json, torch, kernel_pytorch
+from kernel_pytorch.distributed_scale import HardwareAdapter
+caps = HardwareAdapter(enable_hal=True).get_cross_vendor_capabilities()
+cpu = next(d for d in caps["cross_vendor_devices"] if d["vendor"] == "cpu")
+asic = [d for d in caps["cross_vendor_devices"] if d["vendor"] == "custom_asic"]
+print(json.dumps({"overcommitted": [d["overcommitted"] for d in asic], "total": caps["total_memory_gb"],
+                  "cpu_total": cpu["memory_total_gb"], "free": [d["memory_free_gb"] for d in asic],
+                  "cpu_free": cpu["memory_free_gb"]}))
+"""
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                            cwd=os.path.dirname(os.path.abspath(__file__)))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert all(note and "more than the host's" in note for note in report["overcommitted"])
+    assert report["total"] == pytest.approx(report["cpu_total"])
+    assert all(free <= report["cpu_free"] * 1.05 for free in report["free"])
+    assert "libmyasic: overcommit=1" in result.stderr

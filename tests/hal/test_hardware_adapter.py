@@ -168,6 +168,38 @@ def test_memory_of_devices_torch_cannot_use_is_not_counted_as_available():
     assert caps["available_memory_gb"] == pytest.approx(70.0)
 
 
+@requires_my_asic
+def test_simulated_devices_add_no_memory_beyond_the_hosts():
+    # The simulated my_asic devices keep their memory in host RAM, which the CPU's figure
+    # already counts: the total is the host's, however large the simulated capacity.
+    from kernel_pytorch.hardware_abstraction.vendor_adapters import CustomAsicAdapter
+
+    adapter = hal_adapter(CustomAsicAdapter(), CpuAdapter())
+    caps = adapter.get_cross_vendor_capabilities()
+    cpu = next(s for s in adapter.devices if s.vendor is HardwareVendor.CPU).capabilities
+    assert caps["available_memory_gb"] == pytest.approx(cpu.memory_free_gb, rel=0.05)
+    assert caps["total_memory_gb"] == pytest.approx(cpu.memory_total_gb)
+    rows = [d for d in caps["cross_vendor_devices"] if d["simulated"]]
+    assert rows and all(d["shares_host_memory"] for d in rows)
+
+
+@requires_my_asic
+def test_a_simulated_device_is_never_reported_with_more_free_memory_than_the_host_has():
+    from kernel_pytorch.hardware_abstraction.vendor_adapters import CustomAsicAdapter
+
+    host_total, host_free, _ = CpuAdapter()._memory_gb()
+    for spec in CustomAsicAdapter().discover_devices():
+        assert spec.capabilities.memory_free_gb <= host_free * 1.05
+        assert "host" in spec.capabilities.details["memory_source"]
+
+
+def test_real_devices_memory_adds_to_the_hosts():
+    adapter = hal_adapter(RecordedAdapter("nvidia", count=1, live_free_gb=70.0), CpuAdapter())
+    caps = adapter.get_cross_vendor_capabilities()
+    cpu = adapter.devices[1].capabilities
+    assert caps["total_memory_gb"] == pytest.approx(80.0 + cpu.memory_total_gb)
+
+
 # ------------------------------------------------------------------ placement
 
 

@@ -64,15 +64,109 @@ def mapped_ranges():
 # --- configuration -----------------------------------------------------------
 
 
-def test_defaults_are_two_host_addressable_16_gib_devices_named_myasic(myasic):
-    assert myasic.device_count() == 2
+def test_defaults_are_two_host_addressable_devices_named_myasic(load_myasic):
+    runtime = load_myasic()
+    assert runtime.device_count() == 2
     for device in range(2):
-        props = myasic.properties(device)
+        props = runtime.properties(device)
         assert props.name.decode() == f"MyASIC-{device}"
-        assert props.total_memory == 16 * GIB
         assert props.compute_units == 64
         assert props.host_addressable == 1
         assert list(props.reserved) == [0] * 16
+
+
+def host_ram_bytes():
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("device_count", [1, 2, 8])
+def test_default_capacity_is_16_gib_at_most_and_the_devices_together_fit_the_host(load_myasic, device_count):
+    runtime = load_myasic(options=f"device_count={device_count}")
+    capacity = runtime.properties(0).total_memory
+    assert all(runtime.properties(d).total_memory == capacity for d in range(device_count))
+    assert MIB <= capacity <= 16 * GIB
+    assert device_count * capacity <= host_ram_bytes()
+    assert runtime.mem_info(0) == (capacity, capacity)
+
+
+def run_limited(script, address_space_bytes, timeout_s=60):
+    """Runs ``script`` (which can import kpdr_ctypes) under an address-space limit (ulimit -v)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
+
+    # The bindings load by file, without importing torch, which would not fit the limit.
+    from kernel_pytorch.asic.conformance import kpdr_ctypes
+
+    preamble = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('kpdr_ctypes', {kpdr_ctypes.__file__!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "sys.modules['kpdr_ctypes'] = module\n"
+    )
+    return subprocess.run([sys.executable, "-c", preamble + textwrap.dedent(script)], capture_output=True,
+                          text=True, timeout=timeout_s, preexec_fn=limit)
+
+
+def test_default_capacity_splits_a_smaller_memory_limit_over_the_devices(myasic_library_path):
+    # 6 GiB of address space (ulimit -v) for 2 devices: 3 GiB each, a whole number of GiB.
+    result = run_limited(f"""
+        from kpdr_ctypes import KpdrLibrary
+        runtime = KpdrLibrary({str(myasic_library_path)!r})
+        runtime.check(runtime.kpdrInit(None))
+        print(runtime.properties(0).total_memory, runtime.properties(1).total_memory)
+    """, 6 * GIB)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(3 * GIB)] * 2
+
+
+def test_capacity_beyond_the_host_is_refused_unless_overcommit_is_explicit(load_uninitialized_myasic):
+    too_much_mb = host_ram_bytes() // MIB + 1024
+    runtime = load_uninitialized_myasic()
+    assert runtime.kpdrInit(f"device_count=1;memory_mb={too_much_mb}".encode()) == ERROR_INVALID_VALUE
+    message = runtime.last_error_message()
+    assert f"memory_mb='{too_much_mb}'" in message and "more than this host's" in message
+    assert "physical RAM" in message or "limit" in message  # which limit binds
+    assert "Lower memory_mb to at most" in message and "overcommit=1" in message
+    assert runtime.kpdrInit(f"device_count=1;memory_mb={too_much_mb};overcommit=1".encode()) == SUCCESS
+    assert runtime.properties(0).total_memory == too_much_mb * MIB
+
+
+def test_devices_that_fit_together_are_accepted_without_overcommit(load_myasic):
+    fitting_mb = host_ram_bytes() // MIB // 4
+    runtime = load_myasic(options=f"device_count=4;memory_mb={fitting_mb}")
+    assert runtime.properties(3).total_memory == fitting_mb * MIB
+
+
+def test_overcommit_environment_variable_allows_capacity_beyond_the_host(load_myasic):
+    too_much_mb = host_ram_bytes() // MIB + 1024
+    runtime = load_myasic(env={"MY_ASIC_MEMORY_MB": str(too_much_mb), "MY_ASIC_OVERCOMMIT": "1",
+                               "MY_ASIC_DEVICE_COUNT": "1"})
+    assert runtime.properties(0).total_memory == too_much_mb * MIB
+
+
+def test_host_running_out_is_reported_as_the_host_not_the_device(myasic_library_path):
+    # The device has room (16 GiB free) but the host cannot map 2 GiB more (ulimit -v).
+    result = run_limited(f"""
+        import resource
+        from kpdr_ctypes import KpdrLibrary, KpdrError, ERROR_OUT_OF_MEMORY, GIB
+        runtime = KpdrLibrary({str(myasic_library_path)!r})
+        runtime.check(runtime.kpdrInit(b"device_count=1;memory_mb=16384;overcommit=1"))
+        with open("/proc/self/status") as status:
+            used = next(int(l.split()[1]) * 1024 for l in status if l.startswith("VmSize:"))
+        resource.setrlimit(resource.RLIMIT_AS, (used + GIB, used + GIB))
+        try:
+            runtime.malloc(0, 2 * GIB)
+        except KpdrError as error:
+            print(error.code == ERROR_OUT_OF_MEMORY, runtime.mem_info(0)[0] == 16 * GIB)
+            print(error.message)
+    """, 64 * GIB)
+    assert result.returncode == 0, result.stderr
+    verdicts, message = result.stdout.split("\n", 1)
+    assert verdicts == "True True"
+    assert message.startswith("host out of memory") and "not the simulated device" in message
+    assert "2.00 GiB" in message
 
 
 def test_environment_variables_configure_the_devices(load_myasic):
@@ -105,7 +199,7 @@ def test_the_new_variable_name_wins_over_the_old_one(load_myasic, capfd):
 
 def test_options_string_overrides_the_environment_key_by_key(load_myasic):
     runtime = load_myasic(
-        options="device_count=4;memory_mb=32768;names=A,B,C,D;compute_units=128",
+        options="device_count=4;memory_mb=32768;names=A,B,C,D;compute_units=128;overcommit=1",
         env={"MY_ASIC_DEVICE_COUNT": "3", "MY_ASIC_HOST_ADDRESSABLE": "0"},
     )
     assert runtime.device_count() == 4
@@ -130,6 +224,7 @@ def test_unknown_option_keys_and_empty_pairs_are_ignored(load_myasic):
         ("host_addressable=yes", "host_addressable"),
         ("compute_units=0", "compute_units"),
         ("copy_bandwidth_gbps=fast", "copy_bandwidth_gbps"),
+        ("overcommit=2", "overcommit"),
         ("device_count=2;names=OnlyOne", "names"),
         ("names=,Empty", "names"),
         ("device_count", "key=value"),
@@ -419,7 +514,8 @@ def test_freeing_memory_with_a_copy_still_queued_is_safe(load_myasic):
     address = runtime.malloc(0, SLOW_COPY_BYTES)
     host = runtime.upload(address, bytes(SLOW_COPY_BYTES), stream)
     runtime.check(runtime.kpdrFree(0, address))
-    assert runtime.mem_info(0)[0] == 16 * GIB  # capacity returns at once
+    free, total = runtime.mem_info(0)
+    assert free == total  # capacity returns at once
     runtime.check(runtime.kpdrStreamSynchronize(stream))
     del host
 

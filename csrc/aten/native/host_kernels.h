@@ -37,6 +37,7 @@
 
 #include "aten/aten.h"
 #include "core/core.h"
+#include "../device_check.h"
 #include "../autograd_device_threads.h"
 
 namespace kernel_pytorch::native {
@@ -60,29 +61,48 @@ const std::vector<std::string>& host_kernel_names();
 
 namespace detail {
 
-// The one device a call runs on. CPU 0-dim tensors are scalars any device's
-// kernels take (as TensorIterator allows); anything else on another device is
+// A tensor the kernel writes (an out= argument, an in-place self): never a
+// CPU scalar, as TensorIterator takes CPU scalars as inputs only.
+struct Written {
+  const at::Tensor& tensor;
+};
+
+// Passed first to HostKernelScope by the kernels of ops whose CUDA wrappers
+// check every tensor (ops not marked `device_check: NoCheck`): for them a
+// 0-dim CPU tensor is no scalar either (device_check.h).
+template <bool kExactSame>
+struct DeviceRuleTag {};
+
+// The one device a call runs on. CPU 0-dim input tensors are scalars that
+// TensorIterator ops take on any device; anything else on another device is
 // the caller's mistake, reported as PyTorch reports it for CUDA.
 struct CallDevice {
   std::optional<c10::Device> device;
   int64_t largest_numel = 0; // of any tensor argument
-  void see(const at::Tensor& t) {
+  bool cpu_scalars = true;
+  void see(const at::Tensor& t, bool written = false) {
     if (!t.defined()) {
       return;
     }
     largest_numel = std::max(largest_numel, t.numel());
-    if (t.dim() == 0 && t.device().is_cpu()) {
+    if (cpu_scalars && !written && t.dim() == 0 && t.device().is_cpu()) {
       return;
     }
     if (!device) {
       device = t.device();
       return;
     }
-    TORCH_CHECK(
-        *device == t.device(),
-        "Expected all tensors to be on the same device, but found at least two devices, ", *device, " and ",
-        t.device(), "! Move them to one device with .to('my_asic:N') first.");
+    if (C10_UNLIKELY(*device != t.device())) {
+      raise_device_mismatch(*device, t.device(), "", "", cpu_scalars);
+    }
   }
+  void see(const Written& w) {
+    see(w.tensor, /*written=*/true);
+  }
+  void see(DeviceRuleTag<true>) {
+    cpu_scalars = false;
+  }
+  void see(DeviceRuleTag<false>) {}
   void see(const std::optional<at::Tensor>& t) {
     if (t.has_value()) {
       see(*t);
@@ -101,6 +121,17 @@ struct CallDevice {
   template <class T>
   void see(const T&) {}
 };
+
+// What HostKernelScope sees of a kernel argument of declared type A: tensors
+// passed by non-const reference are written.
+template <class A, class V>
+decltype(auto) seen_as(const V& v) {
+  if constexpr (std::is_same_v<A, at::Tensor&>) {
+    return Written{v};
+  } else {
+    return (v);
+  }
+}
 
 } // namespace detail
 
@@ -193,16 +224,25 @@ void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);
 void register_attention(Registrar& r);
 
-// Wraps an ATen CPU implementation `fn` as a my_asic kernel.
-template <auto fn, class Sig = std::remove_pointer_t<decltype(fn)>>
+// Wraps an ATen CPU implementation `fn` as a my_asic kernel; kExactSame for
+// ops whose CUDA wrappers check every tensor (no `device_check: NoCheck`).
+template <auto fn, class Sig = std::remove_pointer_t<decltype(fn)>, bool kExactSame = false>
 struct HostKernel;
 
-template <auto fn, class R, class... A>
-struct HostKernel<fn, R(A...)> {
+template <auto fn, bool kExactSame, class R, class... A>
+struct HostKernel<fn, R(A...), kExactSame> {
   static R call(A... args) {
-    const HostKernelScope scope(args...);
+    const HostKernelScope scope(detail::DeviceRuleTag<kExactSame>{}, detail::seen_as<A>(args)...);
     return fn(std::forward<A>(args)...);
   }
 };
+
+template <auto fn>
+using ExactSameHostKernel = HostKernel<fn, std::remove_pointer_t<decltype(fn)>, true>;
+
+// Whether the structured op `Impl` serves has a CUDA wrapper that checks
+// every tensor (no `device_check: NoCheck`); specialised where it does.
+template <class Impl>
+inline constexpr bool exact_same_device = false;
 
 } // namespace kernel_pytorch::native

@@ -21,14 +21,14 @@ void run_cat(Wrapper& op, const at::ITensorListRef& tensors, int64_t dim) {
 }
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
-  const HostKernelScope scope(tensors);
+  const HostKernelScope scope(detail::DeviceRuleTag<true>{}, tensors);
   structured::Functional<structured_cat_out_cpu, 1> op;
   run_cat(op, tensors, dim);
   return op.take(0);
 }
 
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
-  const HostKernelScope scope(tensors, out);
+  const HostKernelScope scope(detail::DeviceRuleTag<true>{}, tensors, detail::Written{out});
   structured::Given<structured_cat_out_cpu, 1, false> op(out);
   run_cat(op, tensors, dim);
   op.finish();
@@ -42,8 +42,8 @@ void register_indexing(Registrar& r) {
   using MaskedFillTensor = at::Tensor& (*)(at::Tensor&, const at::Tensor&, const at::Tensor&);
   r.impl("cat", TORCH_FN(cat));
   r.impl("cat.out", TORCH_FN(cat_out));
-  r.impl("index_select", TORCH_FN((HostKernel<&at::native::index_select_cpu_>::call)));
-  r.impl("index_select.out", TORCH_FN((HostKernel<&at::native::index_select_out_cpu_>::call)));
+  r.impl("index_select", TORCH_FN((ExactSameHostKernel<&at::native::index_select_cpu_>::call)));
+  r.impl("index_select.out", TORCH_FN((ExactSameHostKernel<&at::native::index_select_out_cpu_>::call)));
   r.impl(
       "masked_fill_.Scalar",
       TORCH_FN((HostKernel<static_cast<MaskedFillScalar>(&at::native::masked_fill__cpu)>::call)));

@@ -8,6 +8,16 @@
 #include "structured.h"
 
 namespace kernel_pytorch::native {
+
+// Ops whose CUDA wrappers check every tensor (device_check.h).
+template <>
+inline constexpr bool exact_same_device<at::native::structured_addmm_out_cpu> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_mm_out_cpu> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_bmm_out_cpu> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_baddbmm_out_cpu> = true;
 namespace {
 
 using T = const at::Tensor&;

@@ -17,6 +17,20 @@
 #include "structured.h"
 
 namespace kernel_pytorch::native {
+
+// Ops whose CUDA wrappers check every tensor (device_check.h).
+template <>
+inline constexpr bool exact_same_device<at::native::structured_log_softmax_cpu_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_log_softmax_backward_cpu_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_softmax_cpu_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_softmax_backward_cpu_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_max_pool2d_with_indices_out_cpu> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_max_pool2d_with_indices_backward_out_cpu> = true;
 namespace {
 
 using T = const at::Tensor&;
@@ -30,7 +44,7 @@ at::OptionalTensorRef ref(OptT t) {
 
 std::tuple<at::Tensor, at::Tensor> nll_loss_forward(
     T self, T target, OptT weight, int64_t reduction, c10::SymInt ignore_index) {
-  const HostKernelScope scope(self, target, weight);
+  const HostKernelScope scope(detail::DeviceRuleTag<true>{}, self, target, weight);
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   structured::Functional<structured_nll_loss_forward_out_cpu, 2> op;
   op.meta(self, target, ref(weight), reduction, ignore);
@@ -41,7 +55,8 @@ std::tuple<at::Tensor, at::Tensor> nll_loss_forward(
 std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(
     T self, T target, OptT weight, int64_t reduction, c10::SymInt ignore_index, at::Tensor& output,
     at::Tensor& total_weight) {
-  const HostKernelScope scope(self, target, weight, output, total_weight);
+  const HostKernelScope scope(
+      detail::DeviceRuleTag<true>{}, self, target, weight, detail::Written{output}, detail::Written{total_weight});
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   structured::Given<structured_nll_loss_forward_out_cpu, 2, false> op(output, total_weight);
   op.meta(self, target, ref(weight), reduction, ignore);
@@ -52,7 +67,7 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(
 
 at::Tensor nll_loss_backward(
     T grad_output, T self, T target, OptT weight, int64_t reduction, c10::SymInt ignore_index, T total_weight) {
-  const HostKernelScope scope(grad_output, self, target, weight, total_weight);
+  const HostKernelScope scope(detail::DeviceRuleTag<true>{}, grad_output, self, target, weight, total_weight);
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   structured::Functional<structured_nll_loss_backward_out_cpu, 1> op;
   op.meta(grad_output, self, target, ref(weight), reduction, ignore, total_weight);
@@ -63,7 +78,8 @@ at::Tensor nll_loss_backward(
 at::Tensor& nll_loss_backward_out(
     T grad_output, T self, T target, OptT weight, int64_t reduction, c10::SymInt ignore_index, T total_weight,
     at::Tensor& grad_input) {
-  const HostKernelScope scope(grad_output, self, target, weight, total_weight, grad_input);
+  const HostKernelScope scope(
+      detail::DeviceRuleTag<true>{}, grad_output, self, target, weight, total_weight, detail::Written{grad_input});
   const int64_t ignore = ignore_index.guard_int(__FILE__, __LINE__);
   structured::Given<structured_nll_loss_backward_out_cpu, 1, false> op(grad_input);
   op.meta(grad_output, self, target, ref(weight), reduction, ignore, total_weight);
@@ -74,21 +90,21 @@ at::Tensor& nll_loss_backward_out(
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
     T input, c10::SymIntArrayRef normalized_shape, OptT weight, OptT bias, double eps) {
-  const HostKernelScope scope(input, weight, bias);
+  const HostKernelScope scope(detail::DeviceRuleTag<true>{}, input, weight, bias);
   return at::native::layer_norm_cpu(input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, bias, eps);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     T grad_out, T input, c10::SymIntArrayRef normalized_shape, T mean, T rstd, OptT weight, OptT bias,
     std::array<bool, 3> output_mask) {
-  const HostKernelScope scope(grad_out, input, mean, rstd, weight, bias);
+  const HostKernelScope scope(detail::DeviceRuleTag<true>{}, grad_out, input, mean, rstd, weight, bias);
   return at::native::layer_norm_backward_cpu(
       grad_out, input, C10_AS_INTARRAYREF_SLOW(normalized_shape), mean, rstd, weight, bias, output_mask);
 }
 
 at::Tensor embedding_dense_backward(
     T grad_output, T indices, c10::SymInt num_weights, c10::SymInt padding_idx, bool scale_grad_by_freq) {
-  const HostKernelScope scope(grad_output, indices);
+  const HostKernelScope scope(detail::DeviceRuleTag<true>{}, grad_output, indices);
   return at::native::embedding_dense_backward_cpu(
       grad_output, indices, num_weights.guard_int(__FILE__, __LINE__), padding_idx.guard_int(__FILE__, __LINE__),
       scale_grad_by_freq);
@@ -120,9 +136,9 @@ void register_nn(Registrar& r) {
   r.impl("native_layer_norm", TORCH_FN(native_layer_norm));
   r.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
   // ATen's CPU batch norm checks that its tensors are CPU tensors: it runs on
-  // host aliases of the device memory.
-  for (const char* name : {"native_batch_norm", "native_batch_norm_backward", "_native_batch_norm_legit",
-                           "_native_batch_norm_legit.no_stats"}) {
+  // host aliases of the device memory (the forwards with running statistics:
+  // aten/batch_norm.cpp, in both memory modes).
+  for (const char* name : {"native_batch_norm_backward", "_native_batch_norm_legit.no_stats"}) {
     r.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_host_aliases>());
   }
 
@@ -133,8 +149,8 @@ void register_nn(Registrar& r) {
   r.impl("max_pool2d_with_indices_backward", TORCH_FN(MaxPoolBackward::functional));
   r.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(MaxPoolBackward::out));
 
-  r.impl("native_dropout", TORCH_FN((HostKernel<&at::native::native_dropout_cpu>::call)));
-  r.impl("native_dropout_backward", TORCH_FN((HostKernel<&at::native::native_dropout_backward>::call)));
+  r.impl("native_dropout", TORCH_FN((ExactSameHostKernel<&at::native::native_dropout_cpu>::call)));
+  r.impl("native_dropout_backward", TORCH_FN((ExactSameHostKernel<&at::native::native_dropout_backward>::call)));
   r.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
 }
 

@@ -48,6 +48,24 @@
 #include "structured.h"
 
 namespace kernel_pytorch::native {
+
+// Ops whose CUDA wrappers check every tensor (device_check.h).
+template <>
+inline constexpr bool exact_same_device<at::native::structured_threshold_backward_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_sigmoid_backward_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_tanh_backward_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_gelu_backward_out_cpu> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_silu_backward_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_clamp_min_Tensor_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_isneginf_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_isposinf_out> = true;
 namespace {
 
 using T = const at::Tensor&;

@@ -12,6 +12,12 @@
 #include "structured.h"
 
 namespace kernel_pytorch::native {
+
+// Ops whose CUDA wrappers check every tensor (device_check.h).
+template <>
+inline constexpr bool exact_same_device<at::native::structured_amax_out> = true;
+template <>
+inline constexpr bool exact_same_device<at::native::structured_argmax_out> = true;
 namespace {
 
 using Dims = at::OptionalIntArrayRef;
@@ -50,7 +56,7 @@ at::Tensor mean_dim(const at::Tensor& self, Dims dim, bool keepdim, Dtype dtype)
 }
 
 at::Tensor& mean_out(const at::Tensor& self, Dims dim, bool keepdim, Dtype dtype, at::Tensor& result) {
-  const HostKernelScope scope(self, result);
+  const HostKernelScope scope(self, detail::Written{result});
   structured::Given<at::native::structured_mean_out, 1, false> op(result);
   op.meta(self, dim, keepdim, dtype);
   at::Tensor target = op.maybe_get_output(0);

@@ -301,7 +301,7 @@ struct Op {
 
  private:
   static std::optional<at::Tensor> try_run(at::ScalarType* common, Args... args) {
-    HostKernelScope scope(args...);
+    HostKernelScope scope(detail::DeviceRuleTag<exact_same_device<Impl>>{}, args...);
     structured::Functional<Impl, 1> op;
     op.meta(args...);
     op.cast_cpu_scalars();
@@ -314,7 +314,7 @@ struct Op {
     return op.take(0);
   }
   static bool try_run_out(at::ScalarType* common, Args... args, at::Tensor& result) {
-    HostKernelScope scope(args..., result);
+    HostKernelScope scope(detail::DeviceRuleTag<exact_same_device<Impl>>{}, args..., detail::Written{result});
     structured::Given<Impl, 1, false> op(result);
     op.meta(args...);
     op.cast_cpu_scalars();
@@ -347,7 +347,7 @@ struct InplaceOp {
 
  private:
   static bool try_run(at::ScalarType* common, at::Tensor& self, Rest... rest) {
-    HostKernelScope scope(self, rest...);
+    HostKernelScope scope(detail::DeviceRuleTag<exact_same_device<Impl>>{}, detail::Written{self}, rest...);
     structured::Given<Impl, 1, true> op(self);
     op.meta(self, rest...);
     op.cast_cpu_scalars();
@@ -366,14 +366,15 @@ struct InplaceOp {
 template <class Impl, class... Args>
 struct Op2 {
   static std::tuple<at::Tensor, at::Tensor> functional(Args... args) {
-    const HostKernelScope scope(args...);
+    const HostKernelScope scope(detail::DeviceRuleTag<exact_same_device<Impl>>{}, args...);
     structured::Functional<Impl, 2> op;
     op.meta(args...);
     op.impl(args..., op.maybe_get_output(0), op.maybe_get_output(1));
     return {op.take(0), op.take(1)};
   }
   static std::tuple<at::Tensor&, at::Tensor&> out(Args... args, at::Tensor& a, at::Tensor& b) {
-    const HostKernelScope scope(args..., a, b);
+    const HostKernelScope scope(
+        detail::DeviceRuleTag<exact_same_device<Impl>>{}, args..., detail::Written{a}, detail::Written{b});
     structured::Given<Impl, 2, false> op(a, b);
     op.meta(args...);
     op.impl(args..., op.maybe_get_output(0), op.maybe_get_output(1));

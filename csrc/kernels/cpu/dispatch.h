@@ -1,20 +1,16 @@
 // One table of kernel entry points per CPU ISA level (DispatchStub's shape):
-// kernels_<isa>.cpp compiles kernels_impl.h for its level and returns its
-// table; isa.cpp picks the table once.
+// each family header (rms_norm.h, silu.h, ...) defines its entry points in
+// kp::cpu::<level>, kernels_<level>.cpp compiles every family for its level,
+// and isa.cpp builds the tables of KP_CPU_KERNELS (kernels.h) and picks one.
 #pragma once
 
 #include "kernels/kernels.h"
 
 namespace kp::cpu {
 
+#define KP_CPU_KERNEL_MEMBER(ns, name, Args) void (*name)(const Args&);
 struct KernelSet {
-  void (*rms_norm)(const kpdrRmsNormArgs&);
-  void (*silu)(const kpdrSiluArgs&);
-  void (*rope)(const kpdrRopeArgs&);
-  void (*softmax)(const kpdrSoftmaxArgs&);
-  void (*decode_attention)(const kpdrDecodeAttentionArgs&);
-  void (*prefill_attention)(const kpdrPrefillAttentionArgs&);
-  void (*matmul_vec)(const kpdrMatmulVecArgs&);
+  KP_CPU_KERNELS(KP_CPU_KERNEL_MEMBER, _)
 };
 
 // Whether a kernel writing an output of `output_bytes` stores it with
@@ -22,10 +18,13 @@ struct KernelSet {
 // up, or KP_STREAMING_STORES_MIN_BYTES when set.
 bool use_streaming_stores(int64_t output_bytes);
 
-const KernelSet& kernels_generic();
-// Null where the build has no code for that level (non-x86 targets).
-const KernelSet* kernels_avx2();
-const KernelSet* kernels_avx512();
-const KernelSet* kernels_avx512_bf16();
+// The entry points of each level; the x86 levels exist only in x86-64 builds.
+namespace generic { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
+#if defined(__x86_64__) || defined(_M_X64)
+#define KP_CPU_X86 1
+namespace avx2 { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
+namespace avx512 { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
+namespace avx512_bf16 { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
+#endif
 
 }  // namespace kp::cpu

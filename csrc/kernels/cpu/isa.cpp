@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 
 #include "kernels/cpu/dispatch.h"
@@ -31,14 +32,19 @@ bool cpu_has(CpuIsa isa) {
 #endif
 }
 
+// Each level's table, indexed by CpuIsa; the x86 levels only in x86-64 builds.
+#define KP_CPU_KERNEL_ENTRY(ns, name, Args) &cpu::ns::name,
+#define KP_CPU_KERNEL_SET(ns) cpu::KernelSet{KP_CPU_KERNELS(KP_CPU_KERNEL_ENTRY, ns)}
+constexpr cpu::KernelSet kTables[] = {
+    KP_CPU_KERNEL_SET(generic),
+#if defined(KP_CPU_X86)
+    KP_CPU_KERNEL_SET(avx2), KP_CPU_KERNEL_SET(avx512), KP_CPU_KERNEL_SET(avx512_bf16),
+#endif
+};
+
 const cpu::KernelSet* table_for(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::kAvx512Bf16: return cpu::kernels_avx512_bf16();
-    case CpuIsa::kAvx512: return cpu::kernels_avx512();
-    case CpuIsa::kAvx2: return cpu::kernels_avx2();
-    case CpuIsa::kGeneric: return &cpu::kernels_generic();
-  }
-  return nullptr;
+  const auto level = static_cast<size_t>(isa);
+  return level < std::size(kTables) ? &kTables[level] : nullptr;
 }
 
 bool supported(CpuIsa isa) { return table_for(isa) != nullptr && cpu_has(isa); }
@@ -114,12 +120,8 @@ bool set_active_isa(const std::string& name, std::string* error) {
   return true;
 }
 
-void rms_norm(const kpdrRmsNormArgs& a) { active().rms_norm(a); }
-void silu(const kpdrSiluArgs& a) { active().silu(a); }
-void rope(const kpdrRopeArgs& a) { active().rope(a); }
-void softmax(const kpdrSoftmaxArgs& a) { active().softmax(a); }
-void decode_attention(const kpdrDecodeAttentionArgs& a) { active().decode_attention(a); }
-void prefill_attention(const kpdrPrefillAttentionArgs& a) { active().prefill_attention(a); }
-void matmul_vec(const kpdrMatmulVecArgs& a) { active().matmul_vec(a); }
+// The public entry points (kernels.h): the active level's kernel.
+#define KP_CPU_KERNEL_DISPATCH(ns, name, Args) void name(const Args& args) { active().name(args); }
+KP_CPU_KERNELS(KP_CPU_KERNEL_DISPATCH, _)
 
 }  // namespace kp

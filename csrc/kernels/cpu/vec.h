@@ -1,8 +1,11 @@
 // Vec: a SIMD register of float lanes for one CPU ISA level, with loads and
-// stores from every storage type (float, bfloat16, float16). Included by
-// kernels_<isa>.cpp after defining KP_CPU_CAPABILITY (the namespace, so each
-// level's code stays distinct for the linker) and one of KP_VEC_AVX512,
-// KP_VEC_AVX2 (else the portable version, which compilers auto-vectorise).
+// stores from every storage type (float, bfloat16, float16). Included (by
+// common.h) in kernels_<isa>.cpp after defining KP_CPU_CAPABILITY (the
+// namespace, so each level's code stays distinct for the linker) and one of
+// KP_VEC_AVX512, KP_VEC_AVX2 (else the portable version, which compilers
+// auto-vectorise).
+#pragma once
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -17,6 +17,7 @@
 #include "kernels/cuda/kernels_cuda.h"
 #include "ops/cuda/tuner.h"
 #include "ops/op_args.h"
+#include "ops/op_list.h"
 #include "ops/reference.h"
 
 namespace kernel_pytorch::ops {
@@ -50,80 +51,51 @@ int64_t bucket(int64_t v) {
   return p;
 }
 
+// Launches `kernel` on the current stream with the configuration the tuner
+// chose for (op, dtype, shape) among `cands`.
 template <typename Args, typename Kernel>
-LaunchConfig tuned(const char* op, const Args& args, const std::string& shape, const kp::cuda::ConfigList& cands,
-                   Kernel kernel, cudaStream_t stream) {
-  return cuda::choose_config(op, dtype_name(args.dtype), shape, cands,
-                             [&](LaunchConfig cfg, cudaStream_t s) { return kernel(args, cfg, s); }, stream);
+void launch_tuned(const char* op, const Args& args, const std::string& shape, const kp::cuda::ConfigList& cands,
+                  Kernel kernel) {
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  const LaunchConfig cfg = cuda::choose_config(
+      op, dtype_name(args.dtype), shape, cands, [&](LaunchConfig cfg, cudaStream_t s) { return kernel(args, cfg, s); },
+      stream);
+  check_launch(kernel(args, cfg, stream), op);
 }
 
-bool all_double(std::initializer_list<at::Tensor> ts) {
-  for (const auto& t : ts) {
-    if (t.defined() && t.scalar_type() != at::kDouble) return false;
+// rms_norm (residual undefined) and fused_add_rms_norm.
+RmsNormCall rms_norm_op(const char* op, const at::Tensor& x, const at::Tensor& residual, const at::Tensor& weight,
+                        double eps) {
+  c10::cuda::CUDAGuard guard(x.device());
+  auto c = prepare_rms_norm(op, x, residual, weight, eps);
+  if (c.args.rows > 0 && c.args.cols > 0) {
+    const std::string shape = "rows<=" + std::to_string(bucket(c.args.rows)) + ",cols=" + std::to_string(c.args.cols);
+    launch_tuned(op, c.args, shape, kp::cuda::rms_norm_candidates(c.args), kp::cuda::rms_norm);
   }
-  return true;
-}
-
-// float32 meta stand-in: validates a float64 call with the kernels' checks.
-at::Tensor stand_in(const at::Tensor& t) {
-  if (!t.defined()) return t;
-  const auto dtype = at::isFloatingType(t.scalar_type()) ? at::kFloat : t.scalar_type();
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta).dtype(dtype));
-}
-
-double scale_or_default(c10::optional<double> scale, int64_t head_dim) {
-  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  return c;
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  if (all_double({x, weight})) {
-    prepare_rms_norm("rms_norm", stand_in(x), at::Tensor(), stand_in(weight), eps);
-    return reference::rms_norm(x, weight, eps);
-  }
-  c10::cuda::CUDAGuard guard(x.device());
-  auto c = prepare_rms_norm("rms_norm", x, at::Tensor(), weight, eps);
-  if (c.args.rows > 0 && c.args.cols > 0) {
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    const std::string shape = "rows<=" + std::to_string(bucket(c.args.rows)) + ",cols=" + std::to_string(c.args.cols);
-    const auto cfg = tuned("rms_norm", c.args, shape, kp::cuda::rms_norm_candidates(c.args), kp::cuda::rms_norm, stream);
-    check_launch(kp::cuda::rms_norm(c.args, cfg, stream), "rms_norm");
-  }
-  return c.out;
+  if (all_double({x, weight})) return float64::rms_norm(x, weight, eps);
+  return rms_norm_op("rms_norm", x, at::Tensor(), weight, eps).out;
 }
 
 std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& residual,
                                                       const at::Tensor& weight, double eps) {
-  if (all_double({x, residual, weight})) {
-    prepare_rms_norm("fused_add_rms_norm", stand_in(x), stand_in(residual), stand_in(weight), eps);
-    at::Tensor s = x + residual;
-    return {reference::rms_norm(s, weight, eps), s};
-  }
-  c10::cuda::CUDAGuard guard(x.device());
-  auto c = prepare_rms_norm("fused_add_rms_norm", x, residual, weight, eps);
-  if (c.args.rows > 0 && c.args.cols > 0) {
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-    const std::string shape = "rows<=" + std::to_string(bucket(c.args.rows)) + ",cols=" + std::to_string(c.args.cols);
-    const auto cfg = tuned("fused_add_rms_norm", c.args, shape, kp::cuda::rms_norm_candidates(c.args),
-                           kp::cuda::rms_norm, stream);
-    check_launch(kp::cuda::rms_norm(c.args, cfg, stream), "fused_add_rms_norm");
-  }
+  if (all_double({x, residual, weight})) return float64::fused_add_rms_norm(x, residual, weight, eps);
+  auto c = rms_norm_op("fused_add_rms_norm", x, residual, weight, eps);
   return {c.out, c.residual_out};
 }
 
 at::Tensor silu_op(const at::Tensor& x, bool gated) {
   const char* op = gated ? "silu_and_mul" : "silu";
-  if (all_double({x})) {
-    prepare_silu(op, stand_in(x), gated);
-    return gated ? reference::silu_and_mul(x) : at::silu(x);
-  }
+  if (all_double({x})) return float64::silu(x, gated);
   c10::cuda::CUDAGuard guard(x.device());
   auto c = prepare_silu(op, x, gated);
   if (c.args.rows > 0 && c.args.cols > 0) {
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const std::string shape = "elements<=" + std::to_string(bucket(c.args.rows * c.args.cols)) +
                               ",cols<=" + std::to_string(bucket(c.args.cols));
-    const auto cfg = tuned(op, c.args, shape, kp::cuda::silu_candidates(c.args), kp::cuda::silu, stream);
-    check_launch(kp::cuda::silu(c.args, cfg, stream), op);
+    launch_tuned(op, c.args, shape, kp::cuda::silu_candidates(c.args), kp::cuda::silu);
   }
   return c.out;
 }
@@ -132,50 +104,32 @@ at::Tensor silu(const at::Tensor& x) { return silu_op(x, false); }
 at::Tensor silu_and_mul(const at::Tensor& x) { return silu_op(x, true); }
 
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool interleaved) {
-  if (all_double({x, cos, sin})) {
-    prepare_rope("apply_rope", stand_in(x), stand_in(cos), stand_in(sin), interleaved, false);
-    return reference::apply_rope(x, cos, sin, interleaved);
-  }
+  if (all_double({x, cos, sin})) return float64::apply_rope(x, cos, sin, interleaved);
   c10::cuda::CUDAGuard guard(x.device());
   auto c = prepare_rope("apply_rope", x, cos, sin, interleaved, false);
   if (x.numel() > 0) {
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const std::string shape = "tokens<=" + std::to_string(bucket(c.args.batch * c.args.seq)) + ",heads=" +
                               std::to_string(c.args.heads) + ",head_dim=" + std::to_string(c.args.head_dim) +
                               ",interleaved=" + std::to_string(c.args.interleaved);
-    const auto cfg = tuned("apply_rope", c.args, shape, kp::cuda::rope_candidates(c.args), kp::cuda::rope, stream);
-    check_launch(kp::cuda::rope(c.args, cfg, stream), "apply_rope");
+    launch_tuned("apply_rope", c.args, shape, kp::cuda::rope_candidates(c.args), kp::cuda::rope);
   }
   return c.out;
 }
 
 at::Tensor softmax(const at::Tensor& x, int64_t dim) {
-  if (all_double({x})) {
-    prepare_softmax("softmax", stand_in(x), dim);
-    return at::softmax(x, dim);
-  }
+  if (all_double({x})) return float64::softmax(x, dim);
   c10::cuda::CUDAGuard guard(x.device());
   auto c = prepare_softmax("softmax", x, dim);
   if (c.args.rows > 0 && c.args.cols > 0) {
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const std::string shape = "rows<=" + std::to_string(bucket(c.args.rows)) + ",cols=" + std::to_string(c.args.cols);
-    const auto cfg = tuned("softmax", c.args, shape, kp::cuda::softmax_candidates(c.args), kp::cuda::softmax, stream);
-    check_launch(kp::cuda::softmax(c.args, cfg, stream), "softmax");
+    launch_tuned("softmax", c.args, shape, kp::cuda::softmax_candidates(c.args), kp::cuda::softmax);
   }
   return c.result();
 }
 
 at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                             const c10::optional<at::Tensor>& lengths, c10::optional<double> scale) {
-  const bool dbl = all_double({q, k, v});
-  c10::optional<at::Tensor> meta_lengths;
-  if (lengths.has_value() && lengths->defined()) meta_lengths = stand_in(*lengths);
-  if (dbl) {
-    // Validation only: the lengths' values are not read (that would synchronise).
-    prepare_decode_attention("decode_attention", stand_in(q), stand_in(k), stand_in(v), meta_lengths,
-                             at::Tensor(), scale);
-    return reference::decode_attention(q, k, v, lengths, scale_or_default(scale, q.size(-1)));
-  }
+  if (all_double({q, k, v})) return float64::decode_attention(q, k, v, lengths, scale, at::Tensor());
   c10::cuda::CUDAGuard guard(q.device());
   // The lengths are not range-checked on the host here: that would copy them
   // and synchronise. The kernel clamps them to the cache length.
@@ -221,11 +175,7 @@ at::Tensor decode_attention(const at::Tensor& q, const at::Tensor& k, const at::
 // an explicit mask.
 at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                              c10::optional<double> scale) {
-  if (all_double({q, k, v})) {
-    const double s = scale_or_default(scale, q.size(-1));
-    prepare_prefill_attention("prefill_attention", stand_in(q), stand_in(k), stand_in(v), causal, s);
-    return reference::prefill_attention(q, k, v, causal, s);
-  }
+  if (all_double({q, k, v})) return float64::prefill_attention(q, k, v, causal, scale);
   c10::cuda::CUDAGuard guard(q.device());
   // Validation (and the output's allocation for the degenerate cases).
   auto c = prepare_prefill_attention("prefill_attention", q, k, v, causal, scale);
@@ -248,19 +198,13 @@ at::Tensor prefill_attention(const at::Tensor& q, const at::Tensor& k, const at:
 }
 
 at::Tensor matmul_vec(const at::Tensor& w, const at::Tensor& x) {
-  if (all_double({w, x})) {
-    prepare_matmul_vec("matmul_vec", stand_in(w), stand_in(x));
-    return at::mv(w, x);
-  }
+  if (all_double({w, x})) return float64::matmul_vec(w, x);
   c10::cuda::CUDAGuard guard(w.device());
   auto c = prepare_matmul_vec("matmul_vec", w, x);
   if (c.args.n > 0) {
     if (c.args.k == 0) return c.out.zero_();
-    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     const std::string shape = "n<=" + std::to_string(bucket(c.args.n)) + ",k=" + std::to_string(c.args.k);
-    const auto cfg = tuned("matmul_vec", c.args, shape, kp::cuda::matmul_vec_candidates(c.args),
-                           kp::cuda::matmul_vec, stream);
-    check_launch(kp::cuda::matmul_vec(c.args, cfg, stream), "matmul_vec");
+    launch_tuned("matmul_vec", c.args, shape, kp::cuda::matmul_vec_candidates(c.args), kp::cuda::matmul_vec);
   }
   return c.out;
 }
@@ -318,15 +262,7 @@ at::Tensor silu_and_mul_backward(const at::Tensor& grad, const at::Tensor& x) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(kernel_pytorch, CUDA, m) {
-  m.impl("rms_norm", &rms_norm);
-  m.impl("fused_add_rms_norm", &fused_add_rms_norm);
-  m.impl("silu", &silu);
-  m.impl("silu_and_mul", &silu_and_mul);
-  m.impl("apply_rope", &apply_rope);
-  m.impl("softmax", &softmax);
-  m.impl("decode_attention", &decode_attention);
-  m.impl("prefill_attention", &prefill_attention);
-  m.impl("matmul_vec", &matmul_vec);
+  KP_IMPL_OPS(m);
   m.impl("rms_norm_backward", &rms_norm_backward);
   m.impl("silu_and_mul_backward", &silu_and_mul_backward);
 }

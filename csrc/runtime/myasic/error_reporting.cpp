@@ -27,7 +27,7 @@ const char* error_string(kpdrError_t code) {
     case KPDR_ERROR_INVALID_DEVICE:
       return "KPDR_ERROR_INVALID_DEVICE: device index out of range";
     case KPDR_ERROR_OUT_OF_MEMORY:
-      return "KPDR_ERROR_OUT_OF_MEMORY: device memory capacity exhausted";
+      return "KPDR_ERROR_OUT_OF_MEMORY: out of memory (the device's capacity, or the host memory backing it)";
     case KPDR_ERROR_NOT_READY:
       return "KPDR_ERROR_NOT_READY: work submitted to the stream or event is still pending";
     case KPDR_ERROR_NOT_INITIALIZED:

@@ -16,7 +16,7 @@ kpdrError_t fail(kpdrError_t code, std::string message);
 // pointer stays valid until this thread's next failing call.
 const char* last_error_message();
 
-// "KPDR_ERROR_OUT_OF_MEMORY: device capacity exhausted"; never null.
+// "KPDR_ERROR_OUT_OF_MEMORY: out of memory (...)"; never null.
 const char* error_string(kpdrError_t code);
 
 }  // namespace myasic

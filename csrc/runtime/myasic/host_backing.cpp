@@ -43,9 +43,10 @@ kpdrError_t HostBacking::create(std::size_t bytes, std::shared_ptr<HostBacking>*
   }
   if (data == nullptr) {
     return fail(KPDR_ERROR_OUT_OF_MEMORY,
-                "the simulator could not reserve " + format_bytes(rounded) +
-                    " of host virtual memory to back the device allocation (" +
-                    std::strerror(errno) + "); lower memory_mb or free host memory");
+                "host out of memory: the simulator could not reserve " + format_bytes(rounded) +
+                    " of host memory to back the device allocation (" + std::strerror(errno) +
+                    "); the host, not the simulated device, ran out. Free host memory (other "
+                    "processes, CPU tensors) or lower memory_mb so the devices fit the host");
   }
   try {
     out->reset(new HostBacking(data, rounded, mapped));
@@ -55,7 +56,9 @@ kpdrError_t HostBacking::create(std::size_t bytes, std::shared_ptr<HostBacking>*
     } else {
       std::free(data);
     }
-    return fail(KPDR_ERROR_OUT_OF_MEMORY, "host out of memory while tracking an allocation");
+    return fail(KPDR_ERROR_OUT_OF_MEMORY,
+                "host out of memory while tracking an allocation; the host, not the simulated "
+                "device, ran out");
   }
   return KPDR_SUCCESS;
 }

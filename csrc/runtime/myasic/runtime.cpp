@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -63,6 +64,8 @@ kpdrError_t Runtime::initialize(const char* options) {
   if (pthread_atfork(nullptr, nullptr, mark_forked_child) != 0) {
     return fail(KPDR_ERROR_UNKNOWN, "kpdrInit: pthread_atfork failed to register the fork guard");
   }
+  // Said once, where every user of an explicitly overcommitted simulator sees it.
+  if (!config.overcommit_notice.empty()) std::fprintf(stderr, "%s\n", config.overcommit_notice.c_str());
   g_runtime.store(new Runtime(std::move(config)), std::memory_order_release);
   return KPDR_SUCCESS;
 }

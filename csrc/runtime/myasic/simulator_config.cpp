@@ -8,7 +8,9 @@
 #include <mutex>
 #include <set>
 
+#include "byte_format.h"
 #include "error_reporting.h"
+#include "host_memory.h"
 
 namespace myasic {
 namespace {
@@ -32,6 +34,7 @@ const std::map<std::string, std::string>& known_keys() {
       {"host_addressable", "MY_ASIC_HOST_ADDRESSABLE"},
       {"compute_units", "MY_ASIC_COMPUTE_UNITS"},
       {"copy_bandwidth_gbps", "MY_ASIC_COPY_BANDWIDTH_GBPS"},
+      {"overcommit", "MY_ASIC_OVERCOMMIT"},
   };
   return keys;
 }
@@ -135,6 +138,14 @@ kpdrError_t collect_settings(const char* options, std::map<std::string, Setting>
 
 }  // namespace
 
+std::size_t default_memory_bytes_per_device(int device_count, std::size_t host_bytes) {
+  constexpr std::size_t kGiB = std::size_t{1} << 30, kMiB = std::size_t{1} << 20;
+  const std::size_t share = host_bytes / static_cast<std::size_t>(device_count > 0 ? device_count : 1);
+  if (share >= kMaxDefaultMemoryBytes) return kMaxDefaultMemoryBytes;
+  if (share >= kGiB) return share / kGiB * kGiB;
+  return share >= kMiB ? share / kMiB * kMiB : kMiB;
+}
+
 kpdrError_t parse_simulator_config(const char* options, SimulatorConfig* config) {
   std::map<std::string, Setting> settings;
   if (kpdrError_t error = collect_settings(options, &settings)) return error;
@@ -146,10 +157,41 @@ kpdrError_t parse_simulator_config(const char* options, SimulatorConfig* config)
       return error;
     parsed.device_count = static_cast<int>(number);
   }
+  if (settings.count("overcommit")) {
+    if (kpdrError_t error = parse_integer(settings["overcommit"], 0, 1, &number)) return error;
+    parsed.overcommit = number == 1;
+  }
+  const HostMemory host = host_memory();
   if (settings.count("memory_mb")) {
     const long long max_mib = static_cast<long long>(SIZE_MAX >> 21);  // keeps bytes*2 < SIZE_MAX
     if (kpdrError_t error = parse_integer(settings["memory_mb"], 1, max_mib, &number)) return error;
     parsed.memory_bytes_per_device = static_cast<std::size_t>(number) << 20;
+    // Device memory is host memory: more than the host has fails later, at first
+    // touch (the OOM killer) or at an mmap, so it takes an explicit overcommit.
+    const std::size_t count = static_cast<std::size_t>(parsed.device_count);
+    const bool too_big = parsed.memory_bytes_per_device > host.bytes / count;
+    if (too_big && !parsed.overcommit) {
+      const std::size_t fitting_mib = host.bytes / count >> 20;
+      return fail(KPDR_ERROR_INVALID_VALUE,
+                  settings["memory_mb"].origin + "='" + settings["memory_mb"].value + "' on " +
+                      std::to_string(count) + " device(s) simulates " +
+                      format_bytes(parsed.memory_bytes_per_device * count) +
+                      ", more than this host's " + format_bytes(host.bytes) + " (" + host.source +
+                      "); the simulator keeps device memory in host memory. Lower memory_mb to at "
+                      "most " + std::to_string(fitting_mib) +
+                      ", or allow overcommit explicitly with overcommit=1 (MY_ASIC_OVERCOMMIT=1): "
+                      "allocations beyond the host's memory then fail as host out of memory");
+    }
+    if (too_big) {
+      parsed.overcommit_notice =
+          "libmyasic: overcommit=1: " + std::to_string(count) + " simulated device(s) of " +
+          format_bytes(parsed.memory_bytes_per_device) + " hold " +
+          format_bytes(parsed.memory_bytes_per_device * count) + ", more than this host's " +
+          format_bytes(host.bytes) + " (" + host.source +
+          "); allocations beyond the host's memory fail as host out of memory";
+    }
+  } else {
+    parsed.memory_bytes_per_device = default_memory_bytes_per_device(parsed.device_count, host.bytes);
   }
   if (settings.count("host_addressable")) {
     if (kpdrError_t error = parse_integer(settings["host_addressable"], 0, 1, &number))

@@ -1,0 +1,77 @@
+// Rotary position embedding (apply_rope), interleaved or half-split pairs.
+#pragma once
+
+#include "kernels/cpu/common.h"
+
+namespace kp::cpu::KP_CPU_CAPABILITY {
+
+template <typename T, typename C>
+void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) {
+  const int64_t half = a.head_dim / 2, d = a.head_dim;
+  const float sign = a.inverse ? -1.f : 1.f;
+  std::vector<float> cs(2 * d);  // per position: cos and signed sin, laid out for the kernel
+  float* cf = cs.data();
+  float* sf = cs.data() + d;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t b = p / a.seq, s = p % a.seq;
+    const C* cp = at<C>(a.cos, b * a.cs_batch_stride + s * a.cs_seq_stride);
+    const C* sp = at<C>(a.sin, b * a.cs_batch_stride + s * a.cs_seq_stride);
+    if (a.interleaved) {
+      // out = x * cos_dup + swap_pairs(x) * (-sin, +sin, ...)
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = to_float(cp[i]), sn = sign * to_float(sp[i]);
+        cf[2 * i] = c; cf[2 * i + 1] = c;
+        sf[2 * i] = -sn; sf[2 * i + 1] = sn;
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) { cf[i] = to_float(cp[i]); sf[i] = sign * to_float(sp[i]); }
+    }
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const T* x = at<T>(a.x, b * a.x_stride[0] + s * a.x_stride[1] + h * a.x_stride[2]);
+      T* out = at<T>(a.out, b * a.out_stride[0] + s * a.out_stride[1] + h * a.out_stride[2]);
+      // Pairs must not straddle vectors, so there is no scalar head: rows that
+      // do not start on a vector boundary use ordinary stores.
+      const bool st = stream && vector_aligned(out) && (a.interleaved || vector_aligned(out + half));
+      int64_t i = 0;
+      if (a.interleaved) {
+        for (; i + W <= d; i += W) {
+          Vec xv = Vec::load(x + i);
+          put(Vec::fmadd(xv.swap_pairs(), Vec::load(sf + i), xv * Vec::load(cf + i)), out + i, st);
+        }
+        for (; i < d; i += 2) {
+          const float x0 = to_float(x[i]), x1 = to_float(x[i + 1]);
+          out[i] = from_float<T>(x0 * cf[i] + x1 * sf[i]);
+          out[i + 1] = from_float<T>(x1 * cf[i + 1] + x0 * sf[i + 1]);
+        }
+      } else {
+        for (; i + W <= half; i += W) {
+          Vec x1 = Vec::load(x + i), x2 = Vec::load(x + half + i);
+          Vec c = Vec::load(cf + i), sn = Vec::load(sf + i);
+          put(x1 * c - x2 * sn, out + i, st);
+          put(Vec::fmadd(x1, sn, x2 * c), out + half + i, st);
+        }
+        for (; i < half; ++i) {
+          const float x1 = to_float(x[i]), x2 = to_float(x[half + i]);
+          out[i] = from_float<T>(x1 * cf[i] - x2 * sf[i]);
+          out[half + i] = from_float<T>(x2 * cf[i] + x1 * sf[i]);
+        }
+      }
+    }
+  }
+}
+
+void rope(const kpdrRopeArgs& a) {
+  with_dtype(a.dtype, [&](auto t) {
+    with_dtype(a.cs_dtype, [&](auto c) {
+      using T = decltype(t);
+      using C = decltype(c);
+      const bool stream = use_streaming_stores(a.batch * a.seq * a.heads * a.head_dim * int64_t(sizeof(T)));
+      kp::parallel_for(0, a.batch * a.seq, grain_for(a.heads * a.head_dim), [&](int64_t b, int64_t e) {
+        rope_positions<T, C>(a, b, e, stream);
+        if (stream) Vec::fence();
+      });
+    });
+  });
+}
+
+}  // namespace kp::cpu::KP_CPU_CAPABILITY

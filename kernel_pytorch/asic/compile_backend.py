@@ -1,0 +1,79 @@
+"""The ``"my_asic"`` torch.compile backend: graphs stay on the device.
+
+For runtimes whose memory is not host addressable (MY_ASIC_HOST_ADDRESSABLE=0,
+an OpenCL runtime, a real chip), Inductor's C++ kernels cannot touch device
+memory. This backend traces with AOT autograd (forward and backward graphs,
+functionalised, decomposed as for Inductor's inputs) and runs each graph node
+through the dispatcher, so the runtime's kernels and the CPU fallback apply
+as in eager mode. ``torch.compile(model)`` picks it by default on such
+runtimes (compile_registration.py), with a one-line notice.
+"""
+
+import logging
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+_noticed = False
+
+
+def my_asic_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """torch.compile backend: AOT autograd graphs run through the my_asic dispatcher."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def run_through_dispatcher(graph: torch.fx.GraphModule, _inputs):
+        return make_boxed_func(graph.forward)
+
+    return aot_autograd(fw_compiler=run_through_dispatcher, bw_compiler=run_through_dispatcher)(
+        gm, example_inputs, **kwargs)
+
+
+# Inductor decides some things by device type where it means the kernel
+# language: its scheduler keeps loop reordering/reindexing fusions away from
+# "cpu" (C++) kernels ("not validated yet", torch/_inductor/scheduler.py), and
+# utils.get_current_backend() names the language of any other device
+# config.cuda_backend ("triton"), which steers dtype propagation. my_asic's
+# kernels are the CPU's C++ kernels, so its graphs compile with these set as
+# the CPU has them (only while a my_asic graph compiles).
+INDUCTOR_CONFIG = {
+    "cuda_backend": "cpp",
+    "loop_ordering_after_fusion": False,
+    "loop_reindexing_after_fusion": False,
+    "loop_index_inversion_in_fusion": False,
+}
+
+
+def my_asic_memory(gm: torch.fx.GraphModule, example_inputs):
+    """None when a graph does not compute on my_asic; else "host_addressable" or "device_only"."""
+
+    def my_asic(value):
+        return isinstance(value, torch.Tensor) and value.device.type == "my_asic"
+
+    uses = any(my_asic(t) for t in example_inputs) or any(
+        my_asic(node.meta.get("val", node.meta.get("example_value")))
+        for node in getattr(getattr(gm, "graph", None), "nodes", ()))
+    if not uses or torch.my_asic.device_count() == 0:
+        return None
+    return "host_addressable" if torch.my_asic.get_device_properties(0).host_addressable else "device_only"
+
+
+def compile_path() -> str:
+    """How torch.compile's default backend compiles my_asic graphs in this process.
+
+    Asking initialises the device runtime (its memory mode decides).
+    """
+    if torch.my_asic.device_count() == 0:
+        return "unavailable: no my_asic device (the runtime could not be loaded)"
+    if torch.my_asic.get_device_properties(0).host_addressable:
+        return "inductor: C++ kernels on host-addressable device memory, extern calls through the dispatcher"
+    return "my_asic backend: AOT autograd graphs through the dispatcher (device memory is not host addressable)"
+
+
+def notice_once() -> None:
+    global _noticed
+    if not _noticed:
+        _noticed = True
+        logger.warning("torch.compile: my_asic memory is not host addressable here, so the graph runs "
+                       "with the 'my_asic' backend (AOT autograd through the device's kernels), not Inductor.")

@@ -1,0 +1,108 @@
+"""torch.compile's default backend (Inductor) on my_asic.
+
+On host-addressable runtimes (the simulator's default) Inductor generates C++
+kernels that compute on my_asic memory in place; elsewhere torch.compile runs
+the graph with the 'my_asic' backend. Inductor's C++ builds are slow on small
+machines: these tests are few, small, and share Inductor's on-disk cache.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from device_subprocess import run_python, run_python_process
+
+pytestmark = pytest.mark.usefixtures("device_count")
+
+
+def gelu_matmul(x, y):
+    return F.gelu(x @ y).sum(-1) * 2 + 1
+
+
+def test_importing_the_package_imports_neither_dynamo_nor_inductor():
+    out = run_python("""
+        import sys, kernel_pytorch, torch
+        torch.empty(1, device="my_asic")
+        print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules))
+    """)
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.usefixtures("host_addressable")
+def test_inductor_kernels_on_my_asic_match_the_cpu():
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    compiled = torch.compile(gelu_matmul)
+    got = compiled(x.to("my_asic"), y.to("my_asic"))
+    assert got.device.type == "my_asic"
+    torch.testing.assert_close(got.cpu(), compiled(x, y))
+
+
+@pytest.mark.usefixtures("host_addressable")
+def test_dynamo_knows_my_asic_as_a_device():
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device("my_asic")
+    assert interface.device_count() == torch.my_asic.device_count()
+    assert interface.current_stream() == torch.my_asic.current_stream()
+    assert interface.get_raw_stream(0) == torch.my_asic.current_stream(0).stream_id
+    assert interface.is_bf16_supported()
+
+
+@pytest.mark.usefixtures("host_addressable")
+def test_compiled_kernels_see_side_stream_work_after_an_event_wait():
+    # The side stream's copy is asynchronous (pinned source, non_blocking):
+    # only the event wait orders it before the compiled kernels.
+    compiled = torch.compile(lambda t: (t * 2 + 1).sum(dtype=torch.float64))
+    side = torch.my_asic.Stream()
+    main = torch.my_asic.current_stream()
+    t = torch.empty(1 << 20, device="my_asic")
+    for i in range(100):
+        source = torch.full((1 << 20,), float(i), pin_memory=True)
+        with torch.my_asic.stream(side):
+            t.copy_(source, non_blocking=True)
+            done = torch.Event(device=torch.device("my_asic"))
+            done.record(side)
+        main.wait_event(done)
+        got = compiled(t)
+        assert got.item() == (1 << 20) * (2 * i + 1), f"run {i}"
+        side.synchronize()  # `source` may be freed now
+
+
+def test_default_compile_without_host_addressable_memory_uses_the_my_asic_backend():
+    completed = run_python_process("""
+        import torch, kernel_pytorch
+        import torch.nn.functional as F
+        f = lambda x, y: F.gelu(x @ y).sum(-1) * 2 + 1
+        x, y = torch.randn(16, 16), torch.randn(16, 16)
+        got = torch.compile(f)(x.to("my_asic"), y.to("my_asic"))
+        torch.testing.assert_close(got.cpu(), f(x, y))
+        print("ok")
+    """, env={"MY_ASIC_HOST_ADDRESSABLE": "0"})
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.strip().endswith("ok")
+    notices = [line for line in completed.stderr.splitlines() if "'my_asic' backend" in line]
+    assert len(notices) == 1
+
+
+@pytest.mark.parametrize("device", ["cpu", "my_asic"])
+def test_kernel_library_ops_stay_extern_kernels_with_dynamic_shapes(device, request):
+    if device == "my_asic":
+        request.getfixturevalue("host_addressable")
+    from torch._inductor.utils import run_and_get_code
+
+    import kernel_pytorch.ops as kops
+
+    def f(x, w):
+        return kops.rms_norm(x, w, 1e-6) * 2
+
+    x, w = torch.randn(4, 64, device=device), torch.randn(64, device=device)
+    out, code = run_and_get_code(torch.compile(f, dynamic=True), x, w)
+    assert "torch.ops.kernel_pytorch.rms_norm.default(" in code[0]
+    torch.testing.assert_close(out.cpu(), f(x, w).cpu())
+
+
+def test_backend_info_names_the_compile_path():
+    import kernel_pytorch.ops as kops
+
+    expected = "inductor" if torch.my_asic.get_device_properties(0).host_addressable else "my_asic backend"
+    assert kops.backend_info()["my_asic_compile"].startswith(expected)
