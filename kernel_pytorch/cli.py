@@ -1,10 +1,13 @@
-"""Command line: ``python -m kernel_pytorch devices|backends|select|estimate [--json]``.
+"""Command line: ``python -m kernel_pytorch devices|backends|select|estimate|conformance [--json]``.
 
 ``devices``   every device the HAL finds: vendor, memory (GB = 1e9 bytes), peak TFLOPS
 ``backends``  each torch backend with ✓/✗, the reason for ✗, and the recommended one
 ``select``    the device ``HardwareAdapter.get_optimal_device_hal`` picks, with the
               reason every other device was rejected (exit status 1 when none fits)
 ``estimate``  inference memory of a decoder model (weights, KV cache, activations)
+``conformance``  the conformance kit against a kpdr runtime (ABI contract, op_db and
+              module_db vs the CPU, training parity, kernel-table fallbacks); exit
+              status 1 when a section is below its bar
 
 ``--json`` prints one JSON document for scripts instead of the tables. Bad
 arguments (an unknown vendor, a negative size) exit with status 2 and a message
@@ -166,6 +169,21 @@ def _command_estimate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command_conformance(args: argparse.Namespace) -> int:
+    from .asic.conformance import resolve_runtime, run_conformance
+
+    runtime = resolve_runtime(args.runtime, args.options)
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    report = run_conformance(runtime, full=args.full, sections=sections, steps=args.steps,
+                             require_kernels=args.require_kernels, progress=not args.quiet)
+    print(report.text())
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(report.to_json(), out, indent=2)
+        print(f"  JSON report: {args.json}")
+    return 0 if report.ok else 1
+
+
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -173,6 +191,16 @@ def _non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
     return value
 
 
@@ -193,7 +221,7 @@ def _dtype_key(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m kernel_pytorch`` argument parser."""
     parser = argparse.ArgumentParser(prog="python -m kernel_pytorch", description="kernel_pytorch hardware tools")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{devices,backends,select,estimate}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{devices,backends,select,estimate,conformance}")
 
     devices = commands.add_parser("devices", help="list every device with memory and peak TFLOPS")
     devices.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -225,6 +253,17 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--tie-word-embeddings", action="store_true", help="LM head shares the embedding")
     estimate.add_argument("--json", action="store_true", help="print JSON (bytes) instead of text")
     estimate.set_defaults(handler=_command_estimate)
+
+    conformance = commands.add_parser("conformance", help="test a kpdr device runtime: ABI, op_db, module_db, training")
+    conformance.add_argument("--runtime", required=True, help="path of the runtime library (.so), or a bundled one: myasic, opencl")
+    conformance.add_argument("--options", default="", help="the runtime's kpdrInit option string, e.g. 'host_addressable=0'")
+    conformance.add_argument("--full", action="store_true", help="the whole op_db and module_db (long) instead of a representative subset")
+    conformance.add_argument("--sections", default="abi,op_db,module_db,training,kernels", help="comma-separated sections to run (default: all)")
+    conformance.add_argument("--steps", type=_positive_int, default=20, help="training steps per model; default 20")
+    conformance.add_argument("--require-kernels", action="store_true", help="fail when a kernel-table op falls back to the CPU")
+    conformance.add_argument("--json", metavar="OUT", default=None, help="also write the report as JSON to OUT")
+    conformance.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    conformance.set_defaults(handler=_command_conformance)
     return parser
 
 

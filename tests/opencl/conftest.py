@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "runtime"))
 
-from kpdr_ctypes import SUCCESS, KpdrLibrary  # noqa: E402
+from kernel_pytorch.asic.conformance.kpdr_ctypes import SUCCESS, KpdrLibrary  # noqa: E402
 from opencl_support import (  # noqa: E402
     OPENCL_ENVIRONMENT_PREFIX,
     REPO_ROOT,

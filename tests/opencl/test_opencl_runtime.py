@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from kpdr_ctypes import (
+from kernel_pytorch.asic.conformance.kpdr_ctypes import (
     DEVICE_TO_DEVICE,
     DEVICE_TO_HOST,
     ERROR_INVALID_DEVICE,
@@ -272,8 +272,8 @@ def test_no_platform_says_how_to_install_or_register_a_driver(opencl_library_pat
     empty.mkdir()
     script = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'runtime')!r})
-        from kpdr_ctypes import KpdrLibrary
+        sys.path.append({str(REPO_ROOT)!r})  # after an installed kernel_pytorch
+        from kernel_pytorch.asic.conformance.kpdr_ctypes import KpdrLibrary
         runtime = KpdrLibrary({str(opencl_library_path)!r})
         print(runtime.kpdrInit(b""))
         print(runtime.last_error_message())
@@ -289,7 +289,7 @@ def test_no_platform_says_how_to_install_or_register_a_driver(opencl_library_pat
 
 
 def test_library_exports_exactly_the_kpdr_functions(opencl_library_path):
-    from kpdr_ctypes import header_function_names
+    from runtime_sources import header_function_names
 
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(opencl_library_path)], capture_output=True,
                              text=True, check=True).stdout
@@ -300,8 +300,8 @@ def test_library_exports_exactly_the_kpdr_functions(opencl_library_path):
 def test_a_forked_child_gets_not_initialized_instead_of_a_broken_driver(opencl_library_path, tmp_path):
     script = textwrap.dedent(f"""
         import os, sys, ctypes
-        sys.path.insert(0, {str(REPO_ROOT / 'tests' / 'runtime')!r})
-        from kpdr_ctypes import KpdrLibrary
+        sys.path.append({str(REPO_ROOT)!r})  # after an installed kernel_pytorch
+        from kernel_pytorch.asic.conformance.kpdr_ctypes import KpdrLibrary
         runtime = KpdrLibrary({str(opencl_library_path)!r})
         assert runtime.kpdrInit(b"cache_dir=off") == 0, runtime.last_error_message()
         pid = os.fork()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kpdr_ctypes import REPO_ROOT, SUCCESS, KpdrLibrary
+from kernel_pytorch.asic.conformance.kpdr_ctypes import SUCCESS, KpdrLibrary
+from runtime_sources import REPO_ROOT
 
 BUILT_MYASIC = REPO_ROOT / "kernel_pytorch" / "lib" / "libmyasic.so"
 _SETTINGS = ("DEVICE_COUNT", "MEMORY_MB", "DEVICE_NAMES", "HOST_ADDRESSABLE", "COMPUTE_UNITS", "COPY_BANDWIDTH_GBPS",

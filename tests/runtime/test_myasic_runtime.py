@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from kpdr_ctypes import (
+from kernel_pytorch.asic.conformance.kpdr_ctypes import (
     ALL_ERROR_CODES,
+    ERROR_NAMES,
     DEVICE_TO_DEVICE,
     DEVICE_TO_HOST,
     ERROR_ALREADY_INITIALIZED,
@@ -35,8 +36,8 @@ from kpdr_ctypes import (
     MIB,
     SUCCESS,
     KpdrError,
-    header_function_names,
 )
+from runtime_sources import header_function_names
 
 # 10 MB/s simulated link: a 2 MB copy takes at least 0.2 s.
 SLOW_LINK_OPTIONS = "copy_bandwidth_gbps=0.01"
@@ -95,7 +96,15 @@ def run_limited(script, address_space_bytes, timeout_s=60):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (address_space_bytes, address_space_bytes))
 
-    preamble = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    # The bindings load by file, without importing torch, which would not fit the limit.
+    from kernel_pytorch.asic.conformance import kpdr_ctypes
+
+    preamble = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('kpdr_ctypes', {kpdr_ctypes.__file__!r})\n"
+        "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+        "sys.modules['kpdr_ctypes'] = module\n"
+    )
     return subprocess.run([sys.executable, "-c", preamble + textwrap.dedent(script)], capture_output=True,
                           text=True, timeout=timeout_s, preexec_fn=limit)
 
@@ -276,21 +285,10 @@ def test_out_of_range_device_is_invalid_device(myasic):
 
 
 def test_every_error_code_has_a_distinct_description_starting_with_its_name(myasic):
-    names = {
-        0: "KPDR_SUCCESS",
-        1: "KPDR_ERROR_INVALID_VALUE",
-        2: "KPDR_ERROR_INVALID_DEVICE",
-        3: "KPDR_ERROR_OUT_OF_MEMORY",
-        4: "KPDR_ERROR_NOT_READY",
-        5: "KPDR_ERROR_NOT_INITIALIZED",
-        6: "KPDR_ERROR_ALREADY_INITIALIZED",
-        7: "KPDR_ERROR_INVALID_HANDLE",
-        999: "KPDR_ERROR_UNKNOWN",
-    }
     strings = [myasic.kpdrGetErrorString(code).decode() for code in ALL_ERROR_CODES]
     assert len(set(strings)) == len(strings)
     for code, text in zip(ALL_ERROR_CODES, strings):
-        assert text.startswith(names[code] + ": ")
+        assert text.startswith(ERROR_NAMES[code] + ": ")
 
 
 def test_last_error_message_is_per_thread(myasic):
@@ -690,10 +688,10 @@ def test_destroyed_event_handle_is_invalid(myasic):
 
 
 def run_python(script, timeout_s=60):
-    """Runs ``script`` in a fresh interpreter that can import kpdr_ctypes."""
-    preamble = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    """Runs ``script`` in a fresh interpreter (the ctypes bindings import from the package)."""
     return subprocess.run(
-        [sys.executable, "-c", preamble + textwrap.dedent(script)],
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=Path(__file__).parent,  # not the repository root (GUIDE: no source tree first on sys.path)
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -704,7 +702,7 @@ def test_process_exit_with_queued_slow_copies_neither_hangs_nor_crashes(myasic_l
     # 1 MB/s link and 100 MB of device-to-device copies queued (device memory stays valid
     # until exit, as the ABI requires of copy operands): exit must not wait out 100 s.
     result = run_python(f"""
-        from kpdr_ctypes import KpdrLibrary, DEVICE_TO_DEVICE, MIB
+        from kernel_pytorch.asic.conformance.kpdr_ctypes import KpdrLibrary, DEVICE_TO_DEVICE, MIB
         runtime = KpdrLibrary({str(myasic_library_path)!r})
         runtime.check(runtime.kpdrInit(b"copy_bandwidth_gbps=0.001"))
         stream = runtime.stream(0)
@@ -720,7 +718,7 @@ def test_process_exit_with_queued_slow_copies_neither_hangs_nor_crashes(myasic_l
 def test_forked_child_cannot_use_the_runtime_and_exits_cleanly(myasic_library_path):
     result = run_python(f"""
         import ctypes, os
-        from kpdr_ctypes import KpdrLibrary, ERROR_NOT_INITIALIZED, MIB
+        from kernel_pytorch.asic.conformance.kpdr_ctypes import KpdrLibrary, ERROR_NOT_INITIALIZED, MIB
         runtime = KpdrLibrary({str(myasic_library_path)!r})
         runtime.check(runtime.kpdrInit(b"copy_bandwidth_gbps=0.01"))
         stream = runtime.stream(0)

@@ -11,18 +11,18 @@ import subprocess
 
 import pytest
 
-from kpdr_ctypes import RUNTIME_INCLUDE_DIR, TINY_RUNTIME_SOURCE
-from kpdr_ctypes import (
+from kernel_pytorch.asic.conformance.kpdr_ctypes import (
     ERROR_ALREADY_INITIALIZED,
     ERROR_INVALID_DEVICE,
     ERROR_INVALID_HANDLE,
+    ERROR_INVALID_VALUE,
     ERROR_OUT_OF_MEMORY,
     GIB,
     SUCCESS,
     KpdrError,
     KpdrLibrary,
-    header_function_names,
 )
+from runtime_sources import RUNTIME_INCLUDE_DIR, TINY_RUNTIME_SOURCE, header_function_names
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,8 @@ def test_tiny_runtime_copies_round_trip_across_devices(tiny):
     first, second = tiny.malloc(0, 4096), tiny.malloc(1, 4096)
     data = bytes(range(256)) * 16
     host = tiny.upload(first, data, stream)
-    tiny.check(tiny.copy(second, first, 4096, 3, stream))
-    assert tiny.download(second, 4096, stream) == data
+    tiny.check(tiny.copy(second, first, 4096, 3, stream))  # either device's stream may copy across
+    assert tiny.download(second, 4096, tiny.stream(1)) == data  # a download runs on its device's stream
     assert tiny.pointer_device(second + 4095) == 1
     for device, address in ((0, first), (1, second)):
         tiny.check(tiny.kpdrFree(device, address))
@@ -88,6 +88,21 @@ def test_tiny_runtime_enforces_capacity_and_tracks_memory(tiny):
     pinned = tiny.malloc_host(64)
     assert tiny.pointer_device(pinned) == -1
     tiny.check(tiny.kpdrFreeHost(pinned))
+
+
+def test_tiny_runtime_rejects_a_copy_on_a_stream_of_an_uninvolved_device(tiny):
+    on_one, host = tiny.malloc(1, 64), ctypes.create_string_buffer(64)
+    assert tiny.copy(on_one, host, 64, 1, tiny.stream(0)) == ERROR_INVALID_VALUE
+    assert "does not touch" in tiny.last_error_message()
+
+
+def test_tiny_runtime_destroyed_handles_are_errors_not_use_after_free(tiny):
+    stream, event = tiny.stream(0), tiny.event(0)
+    tiny.check(tiny.kpdrStreamDestroy(stream))
+    tiny.check(tiny.kpdrEventDestroy(event))
+    assert tiny.kpdrStreamQuery(stream) == ERROR_INVALID_HANDLE
+    assert tiny.kpdrEventQuery(event) == ERROR_INVALID_HANDLE
+    assert tiny.kpdrStreamDestroy(stream) == ERROR_INVALID_HANDLE
 
 
 def test_tiny_runtime_events_complete_when_recorded(tiny):

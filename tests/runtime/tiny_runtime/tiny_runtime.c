@@ -26,13 +26,17 @@
 #define TRY(call) do { kpdrError_t error_ = (call); if (error_) return error_; } while (0)
 
 struct Allocation { char* base; size_t size; int device; struct Allocation* next; };
-struct kpdrStream_st { int device; int priority; };
-struct kpdrEvent_st { int device; unsigned flags; int recorded; double ms; };
+/* Streams and events are kept in lists so a destroyed or foreign handle is an
+ * error (KPDR_ERROR_INVALID_HANDLE), not a use after free. */
+struct kpdrStream_st { int device; int priority; struct kpdrStream_st* next; };
+struct kpdrEvent_st { int device; unsigned flags; int recorded; double ms; struct kpdrEvent_st* next; };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* guards the allocation state below */
 static atomic_int g_initialized;
 static size_t g_used[TINY_DEVICES];
 static struct Allocation* g_allocations;
+static struct kpdrStream_st* g_streams;
+static struct kpdrEvent_st* g_events;
 static _Thread_local char g_message[256];
 
 static kpdrError_t fail(kpdrError_t code, const char* message) {
@@ -49,6 +53,26 @@ static kpdrError_t check_device(int device) {
   if (device < 0 || device >= TINY_DEVICES)
     return fail(KPDR_ERROR_INVALID_DEVICE, "TinyChip has devices 0..2");
   return KPDR_SUCCESS;
+}
+
+static kpdrError_t check_stream(kpdrStream_t stream) {
+  TRY(check_init());
+  if (stream == NULL) return fail(KPDR_ERROR_INVALID_VALUE, "stream is NULL");
+  pthread_mutex_lock(&g_lock);
+  struct kpdrStream_st* s = g_streams;
+  while (s && s != stream) s = s->next;
+  pthread_mutex_unlock(&g_lock);
+  return s ? KPDR_SUCCESS : fail(KPDR_ERROR_INVALID_HANDLE, "not a live TinyChip stream (destroyed?)");
+}
+
+static kpdrError_t check_event(kpdrEvent_t event) {
+  TRY(check_init());
+  if (event == NULL) return fail(KPDR_ERROR_INVALID_VALUE, "event is NULL");
+  pthread_mutex_lock(&g_lock);
+  struct kpdrEvent_st* e = g_events;
+  while (e && e != event) e = e->next;
+  pthread_mutex_unlock(&g_lock);
+  return e ? KPDR_SUCCESS : fail(KPDR_ERROR_INVALID_HANDLE, "not a live TinyChip event (destroyed?)");
 }
 
 /* The allocation containing [p, p+size), or NULL. Caller holds g_lock. */
@@ -109,10 +133,10 @@ kpdrError_t kpdrInit(const char* options) {
 static const char* const kErrorNames[] = {
     "KPDR_SUCCESS", "KPDR_ERROR_INVALID_VALUE", "KPDR_ERROR_INVALID_DEVICE",
     "KPDR_ERROR_OUT_OF_MEMORY", "KPDR_ERROR_NOT_READY", "KPDR_ERROR_NOT_INITIALIZED",
-    "KPDR_ERROR_ALREADY_INITIALIZED", "KPDR_ERROR_INVALID_HANDLE"};
+    "KPDR_ERROR_ALREADY_INITIALIZED", "KPDR_ERROR_INVALID_HANDLE", "KPDR_ERROR_NOT_SUPPORTED"};
 
 const char* kpdrGetErrorString(kpdrError_t error) {
-  return (unsigned)error < 8 ? kErrorNames[error] : "KPDR_ERROR_UNKNOWN";
+  return (unsigned)error < 9 ? kErrorNames[error] : "KPDR_ERROR_UNKNOWN";
 }
 const char* kpdrGetLastErrorMessage(void) { return g_message; }
 
@@ -173,8 +197,7 @@ kpdrError_t kpdrPointerGetDevice(const void* ptr, int* device) {
 
 kpdrError_t kpdrMemcpyAsync(void* dst, const void* src, size_t size, kpdrMemcpyKind kind,
                             kpdrStream_t stream) {
-  TRY(check_init());
-  if (stream == NULL) return fail(KPDR_ERROR_INVALID_VALUE, "stream is NULL");
+  TRY(check_stream(stream));
   if (kind < KPDR_MEMCPY_HOST_TO_DEVICE || kind > KPDR_MEMCPY_DEVICE_TO_DEVICE)
     return fail(KPDR_ERROR_INVALID_VALUE, "unknown kpdrMemcpyKind");
   if (size == 0) return KPDR_SUCCESS;
@@ -183,9 +206,13 @@ kpdrError_t kpdrMemcpyAsync(void* dst, const void* src, size_t size, kpdrMemcpyK
   struct Allocation* s = find(src, size);
   int dst_ok = kind == KPDR_MEMCPY_DEVICE_TO_HOST ? dst != NULL : d && d->device != TINY_HOST;
   int src_ok = kind == KPDR_MEMCPY_HOST_TO_DEVICE ? src != NULL : s && s->device != TINY_HOST;
+  /* The stream must belong to a device the copy touches. */
+  int on_stream = (d && d->device == stream->device) || (s && s->device == stream->device);
   pthread_mutex_unlock(&g_lock);
   if (!dst_ok || !src_ok)
     return fail(KPDR_ERROR_INVALID_VALUE, "copy range is not device memory of the right kind");
+  if (!on_stream)
+    return fail(KPDR_ERROR_INVALID_VALUE, "the stream belongs to a device the copy does not touch");
   memmove(dst, src, size); /* synchronous: the stream is idle again on return */
   return KPDR_SUCCESS;
 }
@@ -193,42 +220,68 @@ kpdrError_t kpdrMemcpyAsync(void* dst, const void* src, size_t size, kpdrMemcpyK
 kpdrError_t kpdrStreamCreate(int device, int priority, kpdrStream_t* stream) {
   TRY(check_device(device));
   if (stream == NULL) return fail(KPDR_ERROR_INVALID_VALUE, "stream is NULL");
-  if ((*stream = malloc(sizeof(**stream))) == NULL) return fail(KPDR_ERROR_OUT_OF_MEMORY, "malloc");
-  (*stream)->device = device, (*stream)->priority = priority;
+  struct kpdrStream_st* s = malloc(sizeof(*s));
+  if (s == NULL) return fail(KPDR_ERROR_OUT_OF_MEMORY, "malloc");
+  s->device = device, s->priority = priority;
+  pthread_mutex_lock(&g_lock);
+  s->next = g_streams, g_streams = s;
+  pthread_mutex_unlock(&g_lock);
+  *stream = s;
   return KPDR_SUCCESS;
 }
 kpdrError_t kpdrStreamDestroy(kpdrStream_t stream) {
+  TRY(check_init());
   if (stream == NULL) return fail(KPDR_ERROR_INVALID_VALUE, "stream is NULL");
-  free(stream);
+  pthread_mutex_lock(&g_lock);
+  struct kpdrStream_st** link = &g_streams;
+  while (*link && *link != stream) link = &(*link)->next;
+  int found = *link != NULL;
+  if (found) *link = stream->next;
+  pthread_mutex_unlock(&g_lock);
+  if (!found) return fail(KPDR_ERROR_INVALID_HANDLE, "not a live TinyChip stream (destroyed?)");
+  free(stream); /* all its work is done: copies ran inside kpdrMemcpyAsync */
   return KPDR_SUCCESS;
 }
 
 /* All work finished inside the call that submitted it. */
-kpdrError_t kpdrStreamSynchronize(kpdrStream_t stream) {
-  return stream ? KPDR_SUCCESS : fail(KPDR_ERROR_INVALID_VALUE, "stream is NULL");
-}
-kpdrError_t kpdrStreamQuery(kpdrStream_t stream) { return kpdrStreamSynchronize(stream); }
+kpdrError_t kpdrStreamSynchronize(kpdrStream_t stream) { return check_stream(stream); }
+kpdrError_t kpdrStreamQuery(kpdrStream_t stream) { return check_stream(stream); }
 
 kpdrError_t kpdrStreamWaitEvent(kpdrStream_t stream, kpdrEvent_t event) {
-  if (!stream || !event) return fail(KPDR_ERROR_INVALID_VALUE, "stream or event is NULL");
-  return KPDR_SUCCESS; /* every recorded event is already complete */
+  TRY(check_stream(stream));
+  return check_event(event); /* every recorded event is already complete */
 }
 
 kpdrError_t kpdrEventCreate(int device, unsigned int flags, kpdrEvent_t* event) {
   TRY(check_device(device));
   if (event == NULL) return fail(KPDR_ERROR_INVALID_VALUE, "event is NULL");
-  if ((*event = calloc(1, sizeof(**event))) == NULL) return fail(KPDR_ERROR_OUT_OF_MEMORY, "calloc");
-  (*event)->device = device, (*event)->flags = flags;
+  if (flags & ~KPDR_EVENT_DISABLE_TIMING) return fail(KPDR_ERROR_INVALID_VALUE, "unknown event flag bits");
+  struct kpdrEvent_st* e = calloc(1, sizeof(*e));
+  if (e == NULL) return fail(KPDR_ERROR_OUT_OF_MEMORY, "calloc");
+  e->device = device, e->flags = flags;
+  pthread_mutex_lock(&g_lock);
+  e->next = g_events, g_events = e;
+  pthread_mutex_unlock(&g_lock);
+  *event = e;
   return KPDR_SUCCESS;
 }
 kpdrError_t kpdrEventDestroy(kpdrEvent_t event) {
+  TRY(check_init());
   if (event == NULL) return fail(KPDR_ERROR_INVALID_VALUE, "event is NULL");
+  pthread_mutex_lock(&g_lock);
+  struct kpdrEvent_st** link = &g_events;
+  while (*link && *link != event) link = &(*link)->next;
+  int found = *link != NULL;
+  if (found) *link = event->next;
+  pthread_mutex_unlock(&g_lock);
+  if (!found) return fail(KPDR_ERROR_INVALID_HANDLE, "not a live TinyChip event (destroyed?)");
   free(event);
   return KPDR_SUCCESS;
 }
 
 kpdrError_t kpdrEventRecord(kpdrEvent_t event, kpdrStream_t stream) {
-  if (!stream || !event) return fail(KPDR_ERROR_INVALID_VALUE, "stream or event is NULL");
+  TRY(check_stream(stream));
+  TRY(check_event(event));
   struct timespec now; /* all earlier work on the stream is already done */
   clock_gettime(CLOCK_MONOTONIC, &now);
   event->recorded = 1;
@@ -236,13 +289,13 @@ kpdrError_t kpdrEventRecord(kpdrEvent_t event, kpdrStream_t stream) {
   return KPDR_SUCCESS;
 }
 
-kpdrError_t kpdrEventQuery(kpdrEvent_t event) {
-  return event ? KPDR_SUCCESS : fail(KPDR_ERROR_INVALID_VALUE, "event is NULL");
-}
-kpdrError_t kpdrEventSynchronize(kpdrEvent_t event) { return kpdrEventQuery(event); }
+kpdrError_t kpdrEventQuery(kpdrEvent_t event) { return check_event(event); }
+kpdrError_t kpdrEventSynchronize(kpdrEvent_t event) { return check_event(event); }
 
 kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEvent_t end) {
-  if (!ms || !start || !end) return fail(KPDR_ERROR_INVALID_VALUE, "NULL argument");
+  if (!ms) return fail(KPDR_ERROR_INVALID_VALUE, "ms is NULL");
+  TRY(check_event(start));
+  TRY(check_event(end));
   if ((start->flags | end->flags) & KPDR_EVENT_DISABLE_TIMING)
     return fail(KPDR_ERROR_INVALID_VALUE, "an event was created with KPDR_EVENT_DISABLE_TIMING");
   if (!start->recorded || !end->recorded)

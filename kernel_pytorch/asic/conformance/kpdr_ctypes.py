@@ -1,19 +1,14 @@
-"""ctypes bindings for the kpdr device-runtime C ABI (csrc/runtime/kpdr.h), for tests.
+"""ctypes bindings for the kpdr device-runtime C ABI (csrc/runtime/kpdr.h).
 
-Loads any library implementing the ABI (the simulator ``libmyasic.so`` or the tiny test
-runtime) and exposes the 25 functions with their exact C signatures, plus a few helpers
-that keep the tests readable. Calls return the raw ``kpdrError_t`` so tests can assert
-on specific codes; :meth:`KpdrLibrary.check` turns failures into :class:`KpdrError`.
+Loads any library implementing the ABI (the simulator ``libmyasic.so``, the tiny test
+runtime, a chip team's own) and exposes the 25 functions with their exact C signatures,
+plus a few helpers that keep the contract checks readable. Calls return the raw
+``kpdrError_t`` so checks can assert on specific codes; :meth:`KpdrLibrary.check` turns
+failures into :class:`KpdrError`. Used by the conformance kit's ABI section
+(:mod:`kernel_pytorch.asic.conformance.abi`) and by tests/runtime.
 """
 
 import ctypes
-import re
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RUNTIME_INCLUDE_DIR = REPO_ROOT / "csrc" / "runtime"
-KPDR_HEADER = RUNTIME_INCLUDE_DIR / "kpdr.h"
-TINY_RUNTIME_SOURCE = Path(__file__).resolve().parent / "tiny_runtime" / "tiny_runtime.c"
 
 # kpdrError_t
 SUCCESS = 0
@@ -24,8 +19,24 @@ ERROR_NOT_READY = 4
 ERROR_NOT_INITIALIZED = 5
 ERROR_ALREADY_INITIALIZED = 6
 ERROR_INVALID_HANDLE = 7
+ERROR_NOT_SUPPORTED = 8
 ERROR_UNKNOWN = 999
-ALL_ERROR_CODES = (0, 1, 2, 3, 4, 5, 6, 7, 999)
+ALL_ERROR_CODES = (0, 1, 2, 3, 4, 5, 6, 7, 8, 999)
+ERROR_NAMES = {
+    0: "KPDR_SUCCESS",
+    1: "KPDR_ERROR_INVALID_VALUE",
+    2: "KPDR_ERROR_INVALID_DEVICE",
+    3: "KPDR_ERROR_OUT_OF_MEMORY",
+    4: "KPDR_ERROR_NOT_READY",
+    5: "KPDR_ERROR_NOT_INITIALIZED",
+    6: "KPDR_ERROR_ALREADY_INITIALIZED",
+    7: "KPDR_ERROR_INVALID_HANDLE",
+    8: "KPDR_ERROR_NOT_SUPPORTED",
+    999: "KPDR_ERROR_UNKNOWN",
+}
+
+# KPDR_ABI_VERSION these bindings were written for.
+ABI_VERSION = 1
 
 # kpdrMemcpyKind
 HOST_TO_DEVICE = 1
@@ -85,17 +96,21 @@ _SIGNATURES = {
 }
 
 
-def header_function_names(header=KPDR_HEADER):
-    """Names of every function the header marks ``KPDR_API`` (the ABI, in header order)."""
-    text = Path(header).read_text()
-    return re.findall(r"^KPDR_API\b[^(]*?\b(kpdr\w+)\s*\(", text, flags=re.MULTILINE)
+# The functions every runtime must export; kpdrGetKernels is optional (looked up with dlsym).
+REQUIRED_FUNCTIONS = tuple(_SIGNATURES)
+OPTIONAL_FUNCTIONS = ("kpdrGetKernels",)
+
+
+def error_name(code):
+    """``"KPDR_ERROR_OUT_OF_MEMORY"`` for 3, ``"code 42"`` for a code the ABI lacks."""
+    return ERROR_NAMES.get(code, f"code {code}")
 
 
 class KpdrError(RuntimeError):
     """A kpdr call failed; carries the code and the runtime's thread-local message."""
 
     def __init__(self, code, message):
-        super().__init__(f"kpdr error {code}: {message}")
+        super().__init__(f"{error_name(code)}: {message}")
         self.code = code
         self.message = message
 
@@ -106,6 +121,9 @@ class KpdrLibrary:
     def __init__(self, path):
         self.path = str(path)
         self.lib = ctypes.CDLL(self.path)
+        missing = [name for name in _SIGNATURES if not hasattr(self.lib, name)]
+        if missing:
+            raise AttributeError(f"{self.path} does not export {', '.join(missing)} (every kpdr runtime must)")
         for name, (restype, argtypes) in _SIGNATURES.items():
             function = getattr(self.lib, name)
             function.restype = restype
@@ -124,6 +142,11 @@ class KpdrLibrary:
         """Raises KpdrError unless ``code`` is KPDR_SUCCESS."""
         if code != SUCCESS:
             raise KpdrError(code, self.last_error_message())
+
+    def init(self, options=None):
+        """kpdrInit(options); raises KpdrError on failure."""
+        self.check(self.lib.kpdrInit(options.encode() if options is not None else None))
+        return self
 
     def device_count(self):
         count = ctypes.c_int(-1)

@@ -1,6 +1,6 @@
 """OpInfos of PyTorch's operator database that my_asic is known to fail.
 
-One reviewed list for the conformance suite (test_op_db_conformance.py):
+One reviewed list for the conformance kit and suite (op_db.failures):
 op id -> {"forward" | "backward": reason, optionally "modes": the memory
 modes it applies to (default both)}. A listed result that starts passing
 fails the suite, so the list cannot rot.

@@ -1,25 +1,31 @@
-"""Runs OpInfos from PyTorch's operator database on my_asic and on the CPU.
+"""PyTorch's operator database (op_db) on my_asic against the CPU.
 
-Used by test_op_db_conformance.py in subprocesses, so a crash ends one chunk,
-not the test run; runnable by hand too:
+Each OpInfo's first samples run on both devices and must agree: values within
+test_compare_cpu's tolerances for deterministic ops; shape, dtype and device
+for random ones; or both raise. Backward compares input gradients.
 
-    python tests/asic/op_db_worker.py --ops add,mul,nn.functional.relu [--backward] [--samples 3]
+The worker runs in child processes (:func:`run_ops`, through
+:mod:`kernel_pytorch.asic.conformance.runner`), so a crash ends one op, not the
+sweep; runnable by hand too (with ``MY_ASIC_RUNTIME`` choosing the runtime):
 
-Prints one JSON line per OpInfo, as soon as it is done:
-{"op": ..., "forward": "pass" | "fail: ..." | "skip: ...", "backward": ...}.
-A result "passes" when my_asic gives what the CPU gives for the same sample
-(values for deterministic ops; shape, dtype and device for random ones), or
-both raise.
+    python -m kernel_pytorch.asic.conformance.op_db --items add,mul,nn.functional.relu [--backward] [--samples 3]
+
+It prints one JSON line per OpInfo as soon as it is done:
+{"id": ..., "forward": "pass" | "fail: ..." | "skip: ...", "backward": ...}.
 """
 
 import argparse
 import json
+import subprocess
 import sys
 
 import torch
 import torch.utils._pytree as pytree
 
 import kernel_pytorch  # noqa: F401  (registers my_asic)
+from kernel_pytorch.asic.conformance.op_db_known_failures import EXPECTED_FAILURES
+from kernel_pytorch.asic.conformance.runner import run_items
+from kernel_pytorch.asic.conformance.runtimes import python_command
 
 DEVICE = "my_asic"
 
@@ -146,7 +152,7 @@ def outcome(check, *args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ops", required=True, help="comma-separated OpInfo ids (name or name.variant)")
+    parser.add_argument("--items", required=True, help="comma-separated OpInfo ids (name or name.variant), or 'all'")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--backward", action="store_true")
     parser.add_argument("--samples", type=int, default=3, help="samples per op (first N of sample_inputs)")
@@ -162,12 +168,15 @@ def main(argv=None):
 
     dtype = getattr(torch, args.dtype)
     by_id = {op_id(op): op for op in op_db}
-    for name in args.ops.split(","):
+    if args.items == "all":
+        print(json.dumps({"all": list(by_id)}), flush=True)
+        return 0
+    for name in args.items.split(","):
         op = by_id.get(name)
         if op is None:
-            print(json.dumps({"op": name, "forward": "skip: not in op_db", "backward": "skip"}), flush=True)
+            print(json.dumps({"id": name, "forward": "skip: not in op_db", "backward": "skip"}), flush=True)
             continue
-        result = {"op": name}
+        result = {"id": name}
         values = not is_nondeterministic(name)
         if dtype not in op.supported_dtypes("cpu"):
             result["forward"] = result["backward"] = f"skip: {args.dtype} not supported on the CPU"
@@ -189,6 +198,76 @@ def main(argv=None):
                 result["backward"] = "skip: no autograd"
         print(json.dumps(result), flush=True)
     return 0
+
+
+# One or more ops of each kind: elementwise, reductions, matmul family,
+# indexing, shape ops, nn layers and losses, random, fft, linalg, complex.
+REPRESENTATIVE = [
+    "add", "mul", "div.no_rounding_mode", "pow", "exp", "log", "sigmoid", "tanh", "abs", "clamp", "where",
+    "sum", "mean", "amax", "std", "cumsum", "max.reduction_with_dim", "sort", "topk", "argmax",
+    "matmul", "mm", "bmm", "addmm", "linalg.norm", "linalg.solve",
+    "index_select", "gather", "scatter_add", "index_put", "masked_fill", "take_along_dim",
+    "cat", "stack", "reshape", "permute", "transpose", "narrow", "flip", "roll", "repeat",
+    "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "softmax", "log_softmax",
+    "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.layer_norm", "nn.functional.batch_norm",
+    "nn.functional.embedding", "nn.functional.linear", "nn.functional.cross_entropy", "nn.functional.mse_loss",
+    "nn.functional.dropout", "normal", "bernoulli", "fft.fft", "fft.ifft", "fft.hfft", "conj_physical", "real",
+]
+WORKER = "kernel_pytorch.asic.conformance.op_db"
+CHUNK_TIMEOUT_S = 1800
+
+
+def all_op_ids(runtime):
+    """Every OpInfo id of op_db (name or name.variant), listed by a child process."""
+    completed = subprocess.run(
+        python_command(WORKER) + ["--items", "all"], env=runtime.environment(), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    for line in completed.stdout.splitlines():
+        if line.startswith('{"all"'):
+            return json.loads(line)["all"]
+    raise RuntimeError(f"listing op_db failed (exit status {completed.returncode}): {completed.stderr.strip()[-500:]}")
+
+
+def run_ops(ops, runtime, backward=True, dtype="float32", samples=3, chunk=None, progress=None):
+    """``{op id: {"forward": result, "backward": result}}`` for ``ops`` on ``runtime``.
+
+    Chunks of ops run in child processes; an op a child dies in (or hangs in) is
+    reported as a crash for both phases and the rest goes on in a fresh process.
+    """
+    chunk = chunk or len(ops) or 1
+    results = {}
+    args = ["--dtype", dtype, "--samples", str(samples)] + (["--backward"] if backward else [])
+    for start in range(0, len(ops), chunk):
+        part = run_items(WORKER, ops[start:start + chunk], runtime, args, timeout_s=CHUNK_TIMEOUT_S, progress=progress)
+        for op, entry in part.items():
+            if entry.get("crash"):
+                entry = {"id": op, "forward": entry["result"], "backward": entry["result"]}
+            results[op] = entry
+    return results
+
+
+def failures(results, mode):
+    """[(op, phase, result)] that neither pass, skip, nor are expected to fail in ``mode``
+    (``"host_addressable"`` or ``"not_host_addressable"``); a listed op that passes is one too."""
+    found = []
+    for op, entry in sorted(results.items()):
+        listed = EXPECTED_FAILURES.get(op, {})
+        applies = mode in listed.get("modes", ("host_addressable", "not_host_addressable"))
+        for phase in ("forward", "backward"):
+            result = entry[phase]
+            expected = listed.get(phase) if applies else None
+            if result == "pass" and expected:
+                found.append((op, phase, f"passes but is listed as expected to fail ({expected})"))
+            elif not result.startswith(("pass", "skip")) and not expected:
+                found.append((op, phase, result))
+    return found
+
+
+def counts(results, phase):
+    """(passed, ran, crashed) of ``phase`` over ``results`` (skips do not count as run)."""
+    ran = [e[phase] for e in results.values() if not e[phase].startswith("skip")]
+    return sum(r == "pass" for r in ran), len(ran), sum(r.startswith(("crash", "not run")) for r in ran)
 
 
 if __name__ == "__main__":

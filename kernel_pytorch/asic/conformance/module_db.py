@@ -1,24 +1,29 @@
-"""Runs ModuleInfos from PyTorch's module database on my_asic and on the CPU.
-
-Used by test_module_db_conformance.py in subprocesses; runnable by hand:
-
-    python tests/asic/module_db_worker.py --modules nn.Linear,nn.LSTM [--inputs 2]
+"""PyTorch's module database (module_db) on my_asic against the CPU, float32.
 
 Each module is built on the CPU, deep-copied to my_asic, and run on the same
 inputs: outputs, input gradients and parameter gradients must agree (values
-for deterministic modules, shapes for random ones), or both raise. Prints one
-JSON line per ModuleInfo: {"module": ..., "result": "pass" | "fail: ..."}.
+for deterministic modules, shapes for random ones), or both raise.
+
+The worker runs in child processes (:func:`run_modules`), so a crash ends one
+module, not the sweep; runnable by hand (``MY_ASIC_RUNTIME`` chooses the runtime):
+
+    python -m kernel_pytorch.asic.conformance.module_db --items nn.Linear,nn.LSTM [--inputs 2]
+
+It prints one JSON line per ModuleInfo: {"id": ..., "result": "pass" | "fail: ..." | "skip: ..."}.
 """
 
 import argparse
 import copy
 import json
+import subprocess
 import sys
 
 import torch
 import torch.utils._pytree as pytree
 
 import kernel_pytorch  # noqa: F401  (registers my_asic)
+from kernel_pytorch.asic.conformance.runner import emit, first_line, run_items
+from kernel_pytorch.asic.conformance.runtimes import python_command
 
 DEVICE = "my_asic"
 RANDOM_MODULES = ("Dropout", "RReLU", "FractionalMaxPool", "AlphaDropout", "FeatureAlphaDropout")
@@ -95,14 +100,17 @@ def check(info, dtype, max_inputs):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modules", required=True, help="comma-separated ModuleInfo names (nn.Linear, ...)")
+    parser.add_argument("--items", required=True, help="comma-separated ModuleInfo names (nn.Linear, ...), or 'all'")
     parser.add_argument("--inputs", type=int, default=2, help="module inputs per module (first N)")
     args = parser.parse_args(argv)
 
     from torch.testing._internal.common_modules import module_db
 
     by_id = {module_id(info): info for info in module_db}
-    for name in args.modules.split(","):
+    if args.items == "all":
+        print(json.dumps({"all": list(by_id)}), flush=True)
+        return 0
+    for name in args.items.split(","):
         info = by_id.get(name)
         if info is None:
             result = "skip: not in module_db"
@@ -113,10 +121,41 @@ def main(argv=None):
                 check(info, torch.float32, args.inputs)
                 result = "pass"
             except Exception as e:  # reported per module
-                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                result = f"fail: {type(e).__name__}: {first[:300]}"
-        print(json.dumps({"module": name, "result": result}), flush=True)
+                result = "fail: " + first_line(e)
+        emit(name, result)
     return 0
+
+
+# Modules of each kind: linear and bilinear, convolutions and their transposes,
+# pooling, normalisation, activations, recurrent cells and layers, attention and
+# transformer layers, embeddings, losses, padding, a random one (shapes only).
+REPRESENTATIVE = [
+    "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.ConvTranspose2d", "nn.MaxPool2d", "nn.AvgPool2d",
+    "nn.AdaptiveAvgPool2d", "nn.BatchNorm2d", "nn.LayerNorm", "nn.GroupNorm", "nn.RMSNorm", "nn.ReLU", "nn.GELU",
+    "nn.SiLU", "nn.Softmax", "nn.LogSoftmax", "nn.Embedding", "nn.LSTM", "nn.GRU", "nn.RNN",
+    "nn.MultiheadAttention", "nn.TransformerEncoderLayer", "nn.CrossEntropyLoss", "nn.MSELoss", "nn.NLLLoss",
+    "nn.FractionalMaxPool2d", "nn.PReLU", "nn.ReflectionPad2d", "nn.LSTMCell", "nn.BCEWithLogitsLoss", "nn.CTCLoss",
+]
+WORKER = "kernel_pytorch.asic.conformance.module_db"
+TIMEOUT_S = 1800
+
+
+def all_module_ids(runtime):
+    """Every ModuleInfo name of module_db, listed by a child process."""
+    completed = subprocess.run(
+        python_command(WORKER) + ["--items", "all"], env=runtime.environment(), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    for line in completed.stdout.splitlines():
+        if line.startswith('{"all"'):
+            return json.loads(line)["all"]
+    raise RuntimeError(f"listing module_db failed (exit status {completed.returncode}): {completed.stderr.strip()[-500:]}")
+
+
+def run_modules(modules, runtime, inputs=2, progress=None):
+    """``{module id: result}``: the module a child dies or hangs in is a crash, the rest go on."""
+    part = run_items(WORKER, modules, runtime, ["--inputs", str(inputs)], timeout_s=TIMEOUT_S, progress=progress)
+    return {module: entry["result"] for module, entry in part.items()}
 
 
 if __name__ == "__main__":
