@@ -72,5 +72,7 @@ void softmax(const kpdrSoftmaxArgs& args);
 void decode_attention(const kpdrDecodeAttentionArgs& args);
 void prefill_attention(const kpdrPrefillAttentionArgs& args);
 void matmul_vec(const kpdrMatmulVecArgs& args);
+// Core ops (kpdr.h's core-op section): one generic implementation, gemm.cpp.
+void gemm(const kpdrGemmArgs& args);
 
 }  // namespace kp
