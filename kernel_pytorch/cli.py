@@ -5,6 +5,8 @@
 ``select``    the device ``HardwareAdapter.get_optimal_device_hal`` picks, with the
               reason every other device was rejected (exit status 1 when none fits)
 ``estimate``  inference memory of a decoder model (weights, KV cache, activations)
+``fallbacks`` runs a Python script and lists the ATen ops that fell back to the
+              CPU on my_asic: op, calls, bytes copied between host and device
 
 ``--json`` prints one JSON document for scripts instead of the tables. Bad
 arguments (an unknown vendor, a negative size) exit with status 2 and a message
@@ -183,10 +185,37 @@ def _dtype_key(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _command_fallbacks(args: argparse.Namespace) -> int:
+    import os
+    import runpy
+    import sys
+
+    if not os.path.isfile(args.script):
+        raise ValueError(f"no such script: {args.script!r}")
+    from .asic.fallback import track_fallbacks
+
+    saved_argv = sys.argv
+    sys.argv = [args.script, *args.script_args]
+    status = 0
+    try:
+        with track_fallbacks() as report:
+            try:
+                runpy.run_path(args.script, run_name="__main__")
+            except SystemExit as done:
+                status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    finally:
+        sys.argv = saved_argv
+    if args.json:
+        print(json.dumps([{"op": r.op, "calls": r.calls, "bytes_copied": r.bytes_copied} for r in report.rows]))
+    else:
+        print(report)
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m kernel_pytorch`` argument parser."""
     parser = argparse.ArgumentParser(prog="python -m kernel_pytorch", description="kernel_pytorch hardware tools")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{devices,backends,select,estimate}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{devices,backends,select,estimate,fallbacks}")
 
     devices = commands.add_parser("devices", help="list every device with memory and peak TFLOPS")
     devices.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -218,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     estimate.add_argument("--tie-word-embeddings", action="store_true", help="LM head shares the embedding")
     estimate.add_argument("--json", action="store_true", help="print JSON (bytes) instead of text")
     estimate.set_defaults(handler=_command_estimate)
+
+    fallbacks = commands.add_parser("fallbacks", help="run a script and list the my_asic ops that fell back to the CPU")
+    fallbacks.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    fallbacks.add_argument("script", help="Python script to run (as __main__)")
+    fallbacks.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    fallbacks.set_defaults(handler=_command_fallbacks)
     return parser
 
 

@@ -23,6 +23,9 @@ from kernel_pytorch.asic.device import (
     synchronize,
 )
 from kernel_pytorch.asic.fallback import (
+    FallbackReport,
+    fallback_report,
+    track_fallbacks,
     fallback_stats,
     get_fallback_mode,
     native_kernels,
@@ -82,7 +85,7 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 __all__ = [
     "Event", "Stream", "StreamContext", "current_device", "current_stream", "default_stream",
-    "device", "device_count", "device_of", "empty_cache", "fallback_stats", "get_amp_supported_dtype",
+    "FallbackReport", "device", "device_count", "device_of", "empty_cache", "fallback_report", "fallback_stats", "track_fallbacks", "get_amp_supported_dtype",
     "get_device_name", "get_device_properties", "get_fallback_mode", "get_per_process_memory_fraction",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available", "is_bf16_supported",
     "is_initialized", "is_simulated", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
