@@ -36,6 +36,8 @@ for dt in DTYPES:
     check(lambda a, w: a.t() @ w.t(), r(k, m), r(n, k), name="mm both transposed")
     check(lambda a, w: a[:, 3:3 + k] @ w[::2], r(m, k + 9), r(2 * k, n), name="mm strided rows (ld > cols)")
     check(lambda a, w: a[:, ::2] @ w, r(m, 2 * k), r(k, n), name="mm no unit stride (copied)")
+    check(lambda a, w: a.expand(m, k) @ w, r(1, k), r(k, n), name="mm broadcast rows (row stride 0)")
+    check(lambda a, w: a @ w.expand(k, n), r(m, k), r(k, 1), name="mm broadcast columns (column stride 0)")
     check(torch.mm, r(1, k), r(k, 1), name="mm 1x1")
     check(torch.mm, r(m, 0), r(0, n), name="mm k=0")
     check(torch.mm, r(0, k), r(k, n), name="mm m=0")

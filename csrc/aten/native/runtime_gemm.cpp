@@ -61,17 +61,19 @@ bool scalar_ok(const at::Scalar& s) {
   return !s.isComplex();
 }
 
-// (trans, ld) of a matrix view with one unit stride, else false.
+// (trans, ld) of a matrix view with one unit stride and rows that do not
+// overlap, else false (the caller copies it). A broadcast view (stride 0
+// over rows, as the backward of sum() hands out) is not a BLAS layout.
 bool matrix_layout(const at::Tensor& t, int32_t* trans, int64_t* ld) {
   const int64_t rows = t.size(-2), cols = t.size(-1);
-  if (t.stride(-1) == 1 || cols == 1) {
+  if ((t.stride(-1) == 1 || cols == 1) && (rows == 1 || t.stride(-2) >= cols)) {
     *trans = 0;
-    *ld = std::max<int64_t>(t.stride(-2), cols);
+    *ld = rows == 1 ? cols : t.stride(-2);
     return true;
   }
-  if (t.stride(-2) == 1 || rows == 1) {
+  if ((t.stride(-2) == 1 || rows == 1) && (cols == 1 || t.stride(-1) >= rows)) {
     *trans = 1;
-    *ld = std::max<int64_t>(t.stride(-1), rows);
+    *ld = cols == 1 ? rows : t.stride(-1);
     return true;
   }
   return false;
