@@ -8,6 +8,8 @@
 ``conformance``  the conformance kit against a kpdr runtime (ABI contract, op_db and
               module_db vs the CPU, training parity, kernel-table fallbacks); exit
               status 1 when a section is below its bar
+``fallbacks`` runs a Python script and lists the ATen ops that fell back to the
+              CPU on my_asic: op, calls, bytes copied between host and device
 
 ``--json`` prints one JSON document for scripts instead of the tables. Bad
 arguments (an unknown vendor, a negative size) exit with status 2 and a message
@@ -218,10 +220,37 @@ def _dtype_key(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _command_fallbacks(args: argparse.Namespace) -> int:
+    import os
+    import runpy
+    import sys
+
+    if not os.path.isfile(args.script):
+        raise ValueError(f"no such script: {args.script!r}")
+    from .asic.fallback import track_fallbacks
+
+    saved_argv = sys.argv
+    sys.argv = [args.script, *args.script_args]
+    status = 0
+    try:
+        with track_fallbacks() as report:
+            try:
+                runpy.run_path(args.script, run_name="__main__")
+            except SystemExit as done:
+                status = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    finally:
+        sys.argv = saved_argv
+    if args.json:
+        print(json.dumps([{"op": r.op, "calls": r.calls, "bytes_copied": r.bytes_copied} for r in report.rows]))
+    else:
+        print(report)
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m kernel_pytorch`` argument parser."""
     parser = argparse.ArgumentParser(prog="python -m kernel_pytorch", description="kernel_pytorch hardware tools")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{devices,backends,select,estimate,conformance}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{devices,backends,select,estimate,conformance,fallbacks}")
 
     devices = commands.add_parser("devices", help="list every device with memory and peak TFLOPS")
     devices.add_argument("--json", action="store_true", help="print JSON instead of a table")

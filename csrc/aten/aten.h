@@ -53,6 +53,14 @@ void set_fallback_mode(FallbackMode mode);
 FallbackMode fallback_mode();
 // (op name with overload, number of fallback calls), since start or reset.
 std::vector<std::pair<std::string, int64_t>> fallback_stats();
+// Per op: fallback calls and the bytes they copied between host and device
+// (0 where the runtime's memory is host addressable and nothing is copied).
+struct FallbackRecord {
+  std::string op;
+  int64_t calls;
+  int64_t bytes_copied;
+};
+std::vector<FallbackRecord> fallback_records();
 void reset_fallback_stats();
 
 // Sends ops that would otherwise reach my_asic through a generic

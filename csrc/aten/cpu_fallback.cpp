@@ -53,6 +53,7 @@ std::atomic<FallbackMode>& mode_slot() {
 struct OpCounter {
   std::string name;
   std::atomic<int64_t> count{0};
+  std::atomic<int64_t> bytes{0}; // copied host <-> device (non host-addressable runtimes)
   std::atomic<bool> warned{false};
 };
 
@@ -88,6 +89,29 @@ OpCounter& counter_for(const c10::OperatorHandle& op) {
 
 bool is_device_tensor(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// Bytes of the my_asic tensors in stack[begin, end) (tensor lists included).
+int64_t device_tensor_bytes(const torch::jit::Stack* stack, size_t begin, size_t end) {
+  int64_t bytes = 0;
+  auto add = [&](const at::Tensor& t) {
+    if (is_device_tensor(t) && t.layout() == c10::kStrided) {
+      bytes += static_cast<int64_t>(t.numel()) * static_cast<int64_t>(t.element_size());
+    }
+  };
+  for (size_t i = begin; i < end; ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      add(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) add(t);
+    } else if (v.isOptionalTensorList()) {
+      for (const auto& t : v.toOptionalTensorList().vec()) {
+        if (t.has_value()) add(*t);
+      }
+    }
+  }
+  return bytes;
 }
 
 // The device rule of `op` (device_check.h), derived once per op and thread.
@@ -256,7 +280,12 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   pace_intra_op_threads(largest);
   wait_current_stream(device);
   rewrite_generators_and_devices(schema, stack, begin, device);
+  // cpu_fallback copies every device tensor argument to the host, and
+  // mutated arguments and results back: what fallback_report() shows a user.
+  int64_t copied = device_tensor_bytes(stack, begin, stack->size());
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
+  copied += device_tensor_bytes(stack, stack->size() - schema.returns().size(), stack->size());
+  counter_for(op).bytes.fetch_add(copied, std::memory_order_relaxed);
   if (!has_device_tensor) {
     return;
   }
@@ -398,6 +427,19 @@ FallbackMode fallback_mode() {
   return mode_slot().load();
 }
 
+std::vector<FallbackRecord> fallback_records() {
+  auto& s = stats();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  std::vector<FallbackRecord> out;
+  for (const auto& [key, counter] : s.by_op) {
+    const int64_t count = counter.count.load();
+    if (count > 0) {
+      out.push_back({counter.name, count, counter.bytes.load()});
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, int64_t>> fallback_stats() {
   auto& s = stats();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -417,6 +459,7 @@ void reset_fallback_stats() {
   std::lock_guard<std::mutex> lock(s.mutex);
   for (auto& [key, counter] : s.by_op) {
     counter.count.store(0);
+    counter.bytes.store(0);
   }
 }
 

@@ -37,6 +37,13 @@ void init_aten_bindings(py::module_& m) {
     }
     return d;
   });
+  m.def("_fallback_records", [] {
+    py::list l;
+    for (const auto& r : fallback_records()) {
+      l.append(py::make_tuple(r.op, r.calls, r.bytes_copied));
+    }
+    return l;
+  });
   m.def("_reset_fallback_stats", &reset_fallback_stats);
   m.def("_set_fallback_mode", [](const std::string& mode) { set_fallback_mode(parse_mode(mode)); });
   m.def("_get_fallback_mode", [] {

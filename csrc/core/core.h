@@ -216,6 +216,7 @@ inline const char* kernel_name(const kpdrSoftmaxArgs&) { return "softmax"; }
 inline const char* kernel_name(const kpdrDecodeAttentionArgs&) { return "decode_attention"; }
 inline const char* kernel_name(const kpdrPrefillAttentionArgs&) { return "prefill_attention"; }
 inline const char* kernel_name(const kpdrMatmulVecArgs&) { return "matmul_vec"; }
+inline const char* kernel_name(const kpdrGemmArgs&) { return "gemm"; }
 
 } // namespace activity
 

@@ -76,5 +76,7 @@ void set_streaming_stores_min_bytes(int64_t bytes);
   X(ns, matmul_vec, kpdrMatmulVecArgs)
 #define KP_CPU_DECLARE_KERNEL(ns, name, Args) void name(const Args& args);
 KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _)
+// Core ops (kpdr.h's core-op section): one generic implementation, gemm.cpp.
+void gemm(const kpdrGemmArgs& args);
 
 }  // namespace kp

@@ -243,6 +243,29 @@ typedef struct kpdrMatmulVecArgs {
   void* out;
 } kpdrMatmulVecArgs;
 
+/* --- core ops: the compute ATen's own operators spend their time in --- */
+
+/* Strided, batched GEMM: for every b < batch,
+ *   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],
+ * op(A[b]) m x k, op(B[b]) k x n, C[b] m x n (row-major, c_ld >= n).
+ * trans_a == 0: A[b](i, p) = a[b * a_batch_stride + i * a_ld + p];
+ * trans_a == 1: A[b](i, p) = a[b * a_batch_stride + p * a_ld + i]
+ * (A stored k x m, i.e. a column-major m x k matrix); trans_b likewise.
+ * Batch strides may be 0 (one matrix broadcast over the batch). With
+ * beta == 0, C is not read (NaN/Inf in it do not propagate, as in BLAS).
+ * A, B and C are of `dtype`; products accumulate in float32; k == 0
+ * gives beta * C. C never overlaps A or B. Serves mm, bmm, addmm,
+ * baddbmm and so linear and matmul (and their backward). */
+typedef struct kpdrGemmArgs {
+  kpdrDtype dtype;
+  int64_t batch, m, n, k;
+  int32_t trans_a, trans_b;
+  const void* a;  int64_t a_batch_stride, a_ld;
+  const void* b;  int64_t b_batch_stride, b_ld;
+  void* c;        int64_t c_batch_stride, c_ld;
+  float alpha, beta;
+} kpdrGemmArgs;
+
 /* The runtime's kernels. kernel_pytorch zero-fills the table and sets
  * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
  * runtime fills the entries it implements (leaving the others NULL) and only
@@ -256,6 +279,9 @@ typedef struct kpdrKernelTable {
   kpdrError_t (*decode_attention)(const kpdrDecodeAttentionArgs* args, kpdrStream_t stream);
   kpdrError_t (*prefill_attention)(const kpdrPrefillAttentionArgs* args, kpdrStream_t stream);
   kpdrError_t (*matmul_vec)(const kpdrMatmulVecArgs* args, kpdrStream_t stream);
+  /* Core ops (appended: a runtime built against an older kpdr.h leaves them
+   * NULL through struct_size, and those ops fall back). */
+  kpdrError_t (*gemm)(const kpdrGemmArgs* args, kpdrStream_t stream);
 } kpdrKernelTable;
 
 /* Optional. Fills `table` (see kpdrKernelTable); may be called before

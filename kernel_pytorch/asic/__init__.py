@@ -24,6 +24,9 @@ from kernel_pytorch.asic.device import (
 )
 from kernel_pytorch.asic.errors import DeviceError, get_error_handler, set_error_handler
 from kernel_pytorch.asic.fallback import (
+    FallbackReport,
+    fallback_report,
+    track_fallbacks,
     fallback_stats,
     get_fallback_mode,
     native_kernels,
@@ -101,14 +104,15 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 __all__ = [
-    "DeviceError", "Event", "Stream", "StreamContext", "current_device", "current_stream", "default_stream",
-    "device", "device_count", "device_of", "empty_cache", "fallback_stats", "get_amp_supported_dtype",
+    "DeviceError", "Event", "FallbackReport", "Stream", "StreamContext", "current_device", "current_stream", "default_stream",
+    "device", "device_count", "device_of", "empty_cache", "fallback_report", "fallback_stats", "get_amp_supported_dtype",
     "get_device_name", "get_device_properties", "get_error_handler", "get_fallback_mode", "get_per_process_memory_fraction",
     "get_rng_state", "get_rng_state_all", "init", "initial_seed", "is_available", "is_bf16_supported",
     "is_initialized", "is_simulated", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_reserved",
     "mem_get_info", "memory_allocated", "memory_reserved", "memory_stats", "native_kernels",
     "reset_accumulated_memory_stats",
     "reset_fallback_stats", "reset_peak_memory_stats", "seed", "seed_all", "select_runtime", "set_device", "set_error_handler", "set_fallback_mode",
+    "track_fallbacks",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
     "synchronize",
 ]

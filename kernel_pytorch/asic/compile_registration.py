@@ -49,10 +49,11 @@ def _compile_fx(module) -> None:
         if where == "device_only":
             compile_backend.notice_once()
             return compile_backend.my_asic_backend(model, example_inputs)
-        if where == "host_addressable" and any(
-                getattr(module.config, k) != v for k, v in compile_backend.INDUCTOR_CONFIG.items()):
+        # Older torch lacks some of the settings (2.11 has no loop_reindexing_after_fusion).
+        patches = {k: v for k, v in compile_backend.INDUCTOR_CONFIG.items() if hasattr(module.config, k)}
+        if where == "host_addressable" and any(getattr(module.config, k) != v for k, v in patches.items()):
             # compile_fx applies its patches, then calls itself without them: patch once
-            kwargs["config_patches"] = {**compile_backend.INDUCTOR_CONFIG, **(kwargs.get("config_patches") or {})}
+            kwargs["config_patches"] = {**patches, **(kwargs.get("config_patches") or {})}
         return original(model, example_inputs, *args, **kwargs)
 
     compile_fx._my_asic_redirect = True

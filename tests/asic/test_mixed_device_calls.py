@@ -111,6 +111,8 @@ def test_two_my_asic_devices_in_one_call_raise(two_devices):
         torch.logaddexp(a, b)
 
 
+@pytest.mark.skipif(not torch.__version__.startswith("2.13."),
+                    reason="the table is generated from torch 2.13's native_functions.yaml, the pinned torch")
 def test_the_nocheck_table_matches_the_installed_torch():
     pytest.importorskip("yaml")
     pytest.importorskip("torchgen")

@@ -92,7 +92,9 @@ from kernel_pytorch.distributed_scale import HardwareAdapter
 caps = HardwareAdapter(enable_hal=True).get_cross_vendor_capabilities()
 cpu = next(d for d in caps["cross_vendor_devices"] if d["vendor"] == "cpu")
 asic = [d for d in caps["cross_vendor_devices"] if d["vendor"] == "custom_asic"]
-print(json.dumps({"overcommitted": [d["overcommitted"] for d in asic], "total": caps["total_memory_gb"],
+# Real accelerators (a GPU beside the simulator) have memory of their own.
+others = sum(d["memory_total_gb"] for d in caps["cross_vendor_devices"] if d["vendor"] not in ("cpu", "custom_asic"))
+print(json.dumps({"overcommitted": [d["overcommitted"] for d in asic], "total": caps["total_memory_gb"] - others,
                   "cpu_total": cpu["memory_total_gb"], "free": [d["memory_free_gb"] for d in asic],
                   "cpu_free": cpu["memory_free_gb"]}))
 """

@@ -219,6 +219,9 @@ R run_on_fallback(const void* kernel, A... args) {
 void register_pointwise(Registrar& r);
 void register_reductions(Registrar& r);
 void register_matmul(Registrar& r);
+// mm/bmm/addmm/baddbmm through the runtime's GEMM (runtime_gemm.cpp): for
+// runtimes whose memory the host cannot address.
+void register_runtime_gemm(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);

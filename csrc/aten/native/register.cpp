@@ -46,7 +46,13 @@ const c10::OperatorHandle& operator_of(const void* kernel) {
 int64_t register_host_kernels() {
   static const int64_t count = [] {
     if (!host_addressable()) {
-      return int64_t{0};
+      // The runtime's own core-op kernels (kpdr.h), where it brings them.
+      static auto* runtime_lib = new torch::Library(
+          torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+      Registrar r(*runtime_lib);
+      register_runtime_gemm(r);
+      names() = r.registered();
+      return static_cast<int64_t>(names().size());
     }
     use_cpu_kernels_for_stubs();
     // Kept alive for the process: the registrations live as long as it does.

@@ -140,6 +140,18 @@ kpdrError_t matmul_vec(const kpdrMatmulVecArgs* args, kpdrStream_t stream) {
   });
 }
 
+kpdrError_t gemm(const kpdrGemmArgs* args, kpdrStream_t stream) {
+  if (args != nullptr && (args->batch < 0 || args->m < 0 || args->n < 0 || args->k < 0)) {
+    return fail(KPDR_ERROR_INVALID_VALUE, "gemm: negative size");
+  }
+  return launch("gemm", args, stream, &kp::gemm, [](Resolver& r, kpdrGemmArgs& a) {
+    if (a.batch == 0 || a.m == 0 || a.n == 0) return KPDR_SUCCESS;
+    if (a.k > 0) { KP_RESOLVE(a); KP_RESOLVE(b); }
+    KP_RESOLVE(c);
+    return KPDR_SUCCESS;
+  });
+}
+
 #undef KP_RESOLVE
 
 }  // namespace
@@ -155,6 +167,7 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
   ours.decode_attention = &decode_attention;
   ours.prefill_attention = &prefill_attention;
   ours.matmul_vec = &matmul_vec;
+  ours.gemm = &gemm;
   // Write only what both sides know (either may be built against a newer kpdr.h).
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

@@ -205,7 +205,7 @@ def main(argv=None):
 REPRESENTATIVE = [
     "add", "mul", "div.no_rounding_mode", "pow", "exp", "log", "sigmoid", "tanh", "abs", "clamp", "where",
     "sum", "mean", "amax", "std", "cumsum", "max.reduction_with_dim", "sort", "topk", "argmax",
-    "matmul", "mm", "bmm", "addmm", "linalg.norm", "linalg.solve",
+    "matmul", "mm", "bmm", "addmm", "baddbmm", "linalg.norm", "linalg.solve",
     "index_select", "gather", "scatter_add", "index_put", "masked_fill", "take_along_dim",
     "cat", "stack", "reshape", "permute", "transpose", "narrow", "flip", "roll", "repeat",
     "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "softmax", "log_softmax",
