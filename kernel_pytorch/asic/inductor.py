@@ -15,7 +15,7 @@ queued later sees its results because it ran to completion first.
 """
 
 import torch
-from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
+from torch._inductor.codegen.common import DeviceOpOverrides, get_device_op_overrides, register_device_op_overrides
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
@@ -97,4 +97,8 @@ class MyAsicCppWrapperCodegen(CppWrapperCpu):
             "torch._inductor.config.cpp_wrapper (and AOTInductor) for my_asic graphs.")
 
 
+# Inductor's built-in overrides (cuda, xpu, ...) first: torch < 2.13 loads them only
+# while its table is empty, so registering ours first left CUDA graphs with none
+# (their wrapper then read `with pass:`).
+get_device_op_overrides("cuda")
 register_device_op_overrides(DEVICE, MyAsicDeviceOpOverrides())
