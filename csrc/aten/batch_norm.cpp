@@ -45,11 +45,30 @@ void batch_norm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   (*stack)[out_base + 2] = (running_var->to(compute) + eps).rsqrt();
 }
 
+// native_batch_norm_backward(grad_out, input, weight, running_mean, running_var,
+// save_mean, save_invstd, train, eps, output_mask). In inference mode the
+// statistics above are the running ones in the computation dtype, which ATen's
+// CPU kernel refuses beside a reduced-precision input; it reads the running
+// statistics then, so it gets the empty ones its own forward would have given.
+void batch_norm_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto base = stack->size() - op.schema().arguments().size();
+  if (!(*stack)[base + 7].toBool()) {
+    (*stack)[base + 5] = c10::IValue();
+    (*stack)[base + 6] = c10::IValue();
+  }
+  if (host_addressable()) {
+    run_on_host_aliases(op, stack);
+  } else {
+    run_cpu_fallback(op, stack);
+  }
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&batch_norm>());
   m.impl("_native_batch_norm_legit", torch::CppFunction::makeFromBoxedFunction<&batch_norm>());
+  m.impl("native_batch_norm_backward", torch::CppFunction::makeFromBoxedFunction<&batch_norm_backward>());
 }
 
 }  // namespace kernel_pytorch

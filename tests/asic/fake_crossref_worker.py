@@ -23,7 +23,7 @@ from torch._subclasses.fake_tensor import MetadataMismatchError
 from torch._subclasses.fake_utils import CrossRefFakeMode
 
 import kernel_pytorch  # noqa: F401  (registers my_asic)
-from op_db_worker import DEVICE, grads, op_id, run, to_cpu
+from kernel_pytorch.asic.conformance.op_db import DEVICE, grads, op_id, run, to_cpu
 
 
 def has_my_asic_kernel(func):

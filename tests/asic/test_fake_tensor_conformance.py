@@ -99,7 +99,7 @@ def test_llama_training_step_under_cross_ref_fake_mode(mode):
 def all_op_ids():
     completed = subprocess.run(
         [sys.executable, "-c", "from torch.testing._internal.common_methods_invocations import op_db\n"
-         "from op_db_worker import op_id\nprint(','.join(op_id(o) for o in op_db))"],
+         "from kernel_pytorch.asic.conformance.op_db import op_id\nprint(','.join(op_id(o) for o in op_db))"],
         env=subprocess_environment(), capture_output=True, text=True, timeout=300, cwd=WORKER.parent,
     )
     return completed.stdout.strip().split(",")

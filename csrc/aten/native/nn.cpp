@@ -137,8 +137,8 @@ void register_nn(Registrar& r) {
   r.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
   // ATen's CPU batch norm checks that its tensors are CPU tensors: it runs on
   // host aliases of the device memory (the forwards with running statistics:
-  // aten/batch_norm.cpp, in both memory modes).
-  for (const char* name : {"native_batch_norm_backward", "_native_batch_norm_legit.no_stats"}) {
+  // and the backward: aten/batch_norm.cpp, in both memory modes).
+  for (const char* name : {"_native_batch_norm_legit.no_stats"}) {
     r.impl(name, torch::CppFunction::makeFromBoxedFunction<&run_on_host_aliases>());
   }
 
