@@ -293,6 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
     conformance.add_argument("--json", metavar="OUT", default=None, help="also write the report as JSON to OUT")
     conformance.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     conformance.set_defaults(handler=_command_conformance)
+
+    fallbacks = commands.add_parser("fallbacks", help="run a script and list the my_asic ops that fell back to the CPU")
+    fallbacks.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    fallbacks.add_argument("script", help="Python script to run (as __main__)")
+    fallbacks.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    fallbacks.set_defaults(handler=_command_fallbacks)
     return parser
 
 
