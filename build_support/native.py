@@ -43,6 +43,7 @@ ISA_FLAGS = {
     "avx2": "-mavx2 -mfma -mf16c",
     "avx512": "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c",
     "avx512_bf16": "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx2 -mfma -mf16c",
+    "amx": "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mamx-tile -mamx-bf16 -mavx2 -mfma -mf16c",
 }
 # csrc/runtime/<folder>: (library, links the CPU kernel library, link flags).
 RUNTIMES = {

@@ -83,7 +83,8 @@ def test_each_per_isa_kernel_file_is_compiled_with_its_isa_flags():
     assert "-mavx512bf16" in kernels["kernels_avx512_bf16.cpp"]
     assert "-mavx512f" in kernels["kernels_avx512.cpp"] and "-mavx512bf16" not in kernels["kernels_avx512.cpp"]
     assert "-mavx2 -mfma" in kernels["kernels_avx2.cpp"] and "-mavx512f" not in kernels["kernels_avx2.cpp"]
-    assert all(" -m" not in cmd for name, cmd in kernels.items() if "avx" not in name)
+    assert "-mamx-tile -mamx-bf16" in kernels["kernels_amx.cpp"] and "-mamx" not in kernels["kernels_avx512_bf16.cpp"]
+    assert all(" -m" not in cmd for name, cmd in kernels.items() if not any(isa in name for isa in native.ISA_FLAGS))
 
 
 def test_no_kernel_file_emulates_the_flags_with_a_target_pragma():

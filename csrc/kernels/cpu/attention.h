@@ -496,6 +496,70 @@ class PackedHead {
   std::vector<char> ready_;
 };
 
+#if defined(KP_CPU_AMX)
+// Prefill's two products on AMX tiles (the amx level), from the same packed
+// operands: q2 rows are tile A for q.k and kt2 (pairs of head_dim x keys) is
+// already tile B's VNNI layout; for p.v the probabilities as pairs (p2) are
+// A and vp (pairs of keys x columns) is B. 16 x 16 float C tiles, 16 rows at
+// a time (rows past a short last query block compute unused values).
+// LDTILECFG's 64-byte operand (palette 1: rows and bytes per row of tiles 0-7).
+struct TileConfig {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+namespace prefill_tiles {
+
+inline void configure() {
+  TileConfig cfg{};
+  cfg.palette = 1;
+  for (int t = 0; t < 3; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
+  _tile_loadconfig(&cfg);
+}
+
+inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* kt2, int64_t half, float scale) {
+  const int64_t rows16 = (rows + 15) / 16 * 16;
+  for (int64_t r0 = 0; r0 < rows16; r0 += 16) {
+    for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
+      _tile_zero(0);
+      for (int64_t c = 0; c < half; c += 16) {
+        _tile_loadd(1, q2 + r0 * half + c, half * 4);
+        _tile_loadd(2, kt2 + c * kKeyBlock + j0, kKeyBlock * 4);
+        _tile_dpbf16ps(0, 1, 2);
+      }
+      _tile_stored(0, s + r0 * kKeyBlock + j0, kKeyBlock * 4);
+    }
+  }
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < rows * kKeyBlock; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), vs));
+}
+
+inline void accumulate(float* o, int64_t rows, const float* p, uint32_t* p2, const uint32_t* vp, int64_t d) {
+  const int64_t rows16 = (rows + 15) / 16 * 16;
+  for (int64_t r = 0; r < rows16; ++r) {
+    for (int64_t j = 0; j < kKeyBlock; j += 32) {
+      const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + r * kKeyBlock + j + 16),
+                                                  _mm512_loadu_ps(p + r * kKeyBlock + j));
+      _mm512_storeu_si512(p2 + r * kPairs + j / 2, (__m512i)packed);
+    }
+  }
+  for (int64_t r0 = 0; r0 < rows16; r0 += 16) {
+    for (int64_t c0 = 0; c0 < d; c0 += 16) {
+      _tile_loadd(0, o + r0 * d + c0, d * int64_t(sizeof(float)));
+      for (int64_t p0 = 0; p0 < kPairs; p0 += 16) {
+        _tile_loadd(1, p2 + r0 * kPairs + p0, kPairs * 4);
+        _tile_loadd(2, vp + p0 * d + c0, d * 4);
+        _tile_dpbf16ps(0, 1, 2);
+      }
+      _tile_stored(0, o + r0 * d + c0, d * int64_t(sizeof(float)));
+    }
+  }
+}
+
+}  // namespace prefill_tiles
+#endif  // KP_CPU_AMX
+
 inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
   constexpr int64_t kQueryBlock = 64;
   const int64_t d = a.head_dim, half = d / 2, group = a.heads / a.kv_heads;
@@ -505,6 +569,10 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
   std::vector<uint32_t> q2(kQueryBlock * half), p2(kQueryBlock * kPairs);
   PackedHead kv;
   const bool causal = a.causal != 0;
+#if defined(KP_CPU_AMX)
+  prefill_tiles::configure();
+  struct Release { ~Release() { _tile_release(); } } release;
+#endif
   for (int64_t task = t0; task < t1; ++task) {
     const int64_t qb = task % qblocks, bh = task / qblocks;
     const int64_t b = bh / a.heads, h = bh % a.heads, kvh = h / group;
@@ -523,7 +591,11 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
       const uint32_t* kt2;
       const uint32_t* vp;
       kv.block(j0, &kt2, &vp);
+#if defined(KP_CPU_AMX)
+      prefill_tiles::scores(w.s.data(), q2.data(), rows, kt2, half, a.scale);
+#else
       scores(w.s.data(), q2.data(), rows, kt2, half, a.scale);
+#endif
       for (int64_t r = 0; r < rows; ++r) {
         // Padding keys, and keys the causal mask hides, get no weight.
         int64_t first_masked = n;
@@ -531,7 +603,11 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
         for (int64_t j = first_masked; j < kKeyBlock; ++j) w.s[r * kKeyBlock + j] = kNegInf;
       }
       online_softmax_block(w.s.data(), kKeyBlock, rows, kKeyBlock, w.m.data(), w.l.data(), w.o.data(), d);
+#if defined(KP_CPU_AMX)
+      prefill_tiles::accumulate(w.o.data(), rows, w.s.data(), p2.data(), vp, d);
+#else
       accumulate(w.o.data(), rows, w.s.data(), p2.data(), vp, d);
+#endif
     }
     for (int64_t r = 0; r < rows; ++r) {
       BF16* out = at<BF16>(a.out, b * a.out_stride[0] + h * a.out_stride[1] + (i0 + r) * a.out_stride[2]);
@@ -632,6 +708,81 @@ inline void decode_pv_rows(float* o, int64_t d, const uint32_t* p2, int64_t p_st
   if (c < d) decode_pv_tile<R, 1>(o, d, c, p2, p_stride, va, vb, pairs);
 }
 
+#if defined(KP_CPU_AMX)
+// q.k on AMX tiles (the amx level): S^T = K Q^T, 16 keys at a time. The key
+// rows are tile A as they lie in the cache (16 rows of 32 bfloat16, the row
+// stride being the cache's), the group's queries are tile B in the VNNI
+// layout TDPBF16PS takes (pairs of head_dim along rows, one column per query
+// head), packed once per chunk; C is 16 keys x group float sums. Replaces
+// d / 32 vdpbf16ps and the lane-sum tree per key and query head.
+namespace amx_tiles {
+
+// Tiles for q.k: 0 = C (16 keys x group floats), 1 = A (16 keys x 32
+// bfloat16), 2 = B (16 pairs x group). For p.v: 3 = C (group rows x 16
+// columns of o), 4 = A (group rows x 16 pairs of probabilities), 5 = B (16
+// pairs x 16 columns of values). Loaded on every chunk: cheap beside 256+
+// keys, and a thread may have run other tile code in between.
+inline void configure(int64_t group) {
+  TileConfig cfg{};
+  cfg.palette = 1;
+  const auto g = static_cast<uint8_t>(group);
+  const auto g4 = static_cast<uint16_t>(group * 4);
+  cfg.rows[0] = 16; cfg.colsb[0] = g4;
+  cfg.rows[1] = 16; cfg.colsb[1] = 64;
+  cfg.rows[2] = 16; cfg.colsb[2] = g4;
+  cfg.rows[3] = g; cfg.colsb[3] = 64;
+  cfg.rows[4] = g; cfg.colsb[4] = 64;
+  cfg.rows[5] = 16; cfg.colsb[5] = 64;
+  _tile_loadconfig(&cfg);
+}
+
+// o[g] += sum over 16 key pairs i of p2[g][i] . (va_i, vb_i), every column:
+// the values are interleaved as decode_pv_tile does (so o keeps its column
+// order) into vbuf, one 16 x 16 pair tile per 16 columns, then each 16
+// columns of o are a C tile.
+inline void pv16(float* o, int64_t d, int64_t group, const uint32_t* p2, int64_t p_stride,
+                 const BF16* const* va, const BF16* const* vb, uint32_t* vbuf) {
+  for (int64_t i = 0; i < 16; ++i) {
+    for (int64_t c = 0; c < d; c += 32) {
+      const __m512i x = _mm512_loadu_si512(va[i] + c), y = _mm512_loadu_si512(vb[i] + c);
+      _mm512_storeu_si512(vbuf + ((c / 16) * 16 + i) * 16, _mm512_unpacklo_epi16(x, y));
+      _mm512_storeu_si512(vbuf + ((c / 16 + 1) * 16 + i) * 16, _mm512_unpackhi_epi16(x, y));
+    }
+  }
+  _tile_loadd(4, p2, p_stride * 4);
+  for (int64_t t = 0; t < d / 16; ++t) {
+    _tile_loadd(3, o + 16 * t, d * int64_t(sizeof(float)));
+    _tile_loadd(5, vbuf + t * 256, 64);
+    _tile_dpbf16ps(3, 4, 5);
+    _tile_stored(3, o + 16 * t, d * int64_t(sizeof(float)));
+  }
+}
+
+// qb[c][i][g] = (q_g[32c + 2i], q_g[32c + 2i + 1]).
+inline void pack_queries(uint32_t* qb, const BF16* const* q, int64_t group, int64_t d) {
+  for (int64_t c = 0; c < d / 32; ++c)
+    for (int64_t i = 0; i < 16; ++i)
+      for (int64_t g = 0; g < group; ++g) std::memcpy(&qb[(c * 16 + i) * group + g], q[g] + 32 * c + 2 * i, 4);
+}
+
+// s[g][j] = scale * q_g . k_j for 16 keys from `keys` (rows `stride` elements
+// apart, all 16 readable); cbuf holds 16 x group floats.
+inline void scores16(float* s, int64_t s_stride, const BF16* keys, int64_t stride, const uint32_t* qb,
+                     int64_t group, int64_t d, float scale, float* cbuf) {
+  _tile_zero(0);
+  for (int64_t c = 0; c < d / 32; ++c) {
+    _tile_loadd(1, keys + 32 * c, stride * int64_t(sizeof(BF16)));
+    _tile_loadd(2, qb + c * 16 * group, group * 4);
+    _tile_dpbf16ps(0, 1, 2);
+  }
+  _tile_stored(0, cbuf, group * 4);
+  for (int64_t g = 0; g < group; ++g)
+    for (int64_t j = 0; j < 16; ++j) s[g * s_stride + j] = cbuf[j * group + g] * scale;
+}
+
+}  // namespace amx_tiles
+#endif  // KP_CPU_AMX
+
 // Attention of the `group` query heads of kv head kvh (batch b) over keys
 // [j0, j1), bfloat16 with head_dim % 32 == 0. Leaves m, l and o (in column
 // order) in w, as the generic decode_chunk does.
@@ -646,6 +797,22 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
   const BF16* keys[kKeyBlock];
   const BF16* va[kPairs];
   const BF16* vb[kPairs];
+#if defined(KP_CPU_AMX)
+  // A tile's row is 64 bytes and C holds at most 16 query heads.
+  const bool use_tiles = group <= 16;
+  std::vector<uint32_t> qb, vbuf;
+  std::vector<BF16> tail;
+  float cbuf[16 * 16];
+  if (use_tiles) {
+    const BF16* qs[16];
+    for (int64_t g = 0; g < group; ++g) qs[g] = at<BF16>(a.q, b * a.q_stride[0] + (kvh * group + g) * a.q_stride[1]);
+    qb.resize(d / 2 * group);
+    amx_tiles::pack_queries(qb.data(), qs, group, d);
+    tail.assign(16 * d, BF16{0});
+    vbuf.resize(16 * d);
+    amx_tiles::configure(group);
+  }
+#endif
   for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
     const int64_t n = std::min(kKeyBlock, j1 - b0), pairs = (n + 1) / 2;
     for (int64_t j = 0; j < kKeyBlock; ++j) keys[j] = j < n ? k + (b0 + j) * a.k_stride[2] : zeros.data();
@@ -653,6 +820,20 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
       va[i] = v + (b0 + 2 * i) * a.v_stride[2];
       vb[i] = 2 * i + 1 < n ? v + (b0 + 2 * i + 1) * a.v_stride[2] : zeros.data();
     }
+#if defined(KP_CPU_AMX)
+    if (use_tiles) {
+      for (int64_t j = 0; j < n; j += 16) {
+        const BF16* rows = keys[j];
+        int64_t stride = a.k_stride[2];
+        if (n - j < 16) {  // the tile reads 16 rows: copy the last few, zero-padded
+          for (int64_t r = 0; r < 16; ++r) std::memcpy(tail.data() + r * d, keys[j + r], d * sizeof(BF16));
+          rows = tail.data();
+          stride = d;
+        }
+        amx_tiles::scores16(w.s.data() + j, kKeyBlock, rows, stride, qb.data(), group, d, a.scale, cbuf);
+      }
+    } else
+#endif
     for (int64_t g = 0; g < group; ++g) {
       const BF16* q = at<BF16>(a.q, b * a.q_stride[0] + (kvh * group + g) * a.q_stride[1]);
       for (int64_t j = 0; j < n; j += 16) decode_scores16(w.s.data() + g * kKeyBlock + j, q, keys + j, d, a.scale);
@@ -666,6 +847,20 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
         _mm512_storeu_si512(p2.data() + g * kPairs + j / 2, (__m512i)packed);
       }
     }
+#if defined(KP_CPU_AMX)
+    if (use_tiles) {
+      // Whole tiles of 16 pairs: the missing ones read zero rows with zero weight.
+      const int64_t padded = (pairs + 15) / 16 * 16;
+      for (int64_t i = pairs; i < padded; ++i) va[i] = vb[i] = zeros.data();
+      for (int64_t g = 0; g < group; ++g) {
+        std::fill(p2.data() + g * kPairs + pairs, p2.data() + g * kPairs + padded, 0u);
+      }
+      for (int64_t i0 = 0; i0 < pairs; i0 += 16) {
+        amx_tiles::pv16(w.o.data(), d, group, p2.data() + i0, kPairs, va + i0, vb + i0, vbuf.data());
+      }
+      continue;
+    }
+#endif
     int64_t r = 0;
     for (; r + 4 <= group; r += 4) decode_pv_rows<4>(w.o.data() + r * d, d, p2.data() + r * kPairs, kPairs, va, vb, pairs);
     float* o = w.o.data() + r * d;
@@ -677,6 +872,9 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
       default: break;
     }
   }
+#if defined(KP_CPU_AMX)
+  if (use_tiles) _tile_release();
+#endif
   // Back to column order.
   std::vector<float>& tmp = w.v;
   for (int64_t g = 0; g < group; ++g) {
