@@ -126,11 +126,15 @@ class ThreadPool {
 
   void work(int index) {
     uint64_t seen = 0;
+    bool took_part = false;
     for (;;) {
       Job job;
-      // Poll for the next region before blocking (kWorkerSpin above).
+      // Poll for the next region before blocking (kWorkerSpin above), if this
+      // worker took part in the last one: the others (threads past the
+      // region's count) block at once, so that they do not take a core, or
+      // a hyperthread's share of one, from the threads that work.
       const auto deadline = std::chrono::steady_clock::now() + kWorkerSpin;
-      for (unsigned i = 1; published_.load(std::memory_order_acquire) == seen; ++i) {
+      for (unsigned i = 1; took_part && published_.load(std::memory_order_acquire) == seen; ++i) {
         cpu_relax();
         if (i % 64 == 0) {
           if (std::chrono::steady_clock::now() >= deadline) break;
@@ -142,7 +146,8 @@ class ThreadPool {
         wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
         if (stop_) return;
         seen = generation_;
-        if (index >= parts_) continue;
+        took_part = index < parts_;
+        if (!took_part) continue;
         job = job_;
       }
       in_region_ = true;
