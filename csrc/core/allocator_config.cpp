@@ -2,6 +2,7 @@
 
 #include <c10/core/AllocatorConfig.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -194,6 +195,7 @@ void apply_generic(const std::string& conf);
 // there (CUDA's, in a CUDA build) rather than replacing it, and registers only
 // my_asic's own keys so that CUDA's parser accepts them beside its own.
 void chain_generic_hook() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 12)
   using c10::CachingAllocator::AcceleratorAllocatorConfig;
   std::function<void(const std::string&)> previous = AcceleratorAllocatorConfig::getConfigParserHook();
   const auto& registered = AcceleratorAllocatorConfig::getKeys();
@@ -207,6 +209,7 @@ void chain_generic_hook() {
         apply_generic(env);
       },
       keys);
+#endif
 }
 
 // Caller holds g_mutex.
@@ -237,7 +240,19 @@ void apply_generic(const std::string& conf) {
   g_version.store(s.version);
 }
 
+// The hook slot became getConfigParserHook() in torch 2.12's line (before,
+// a static member with a static-initialisation-order problem); older torch
+// keeps PYTORCH_ALLOC_CONF (read above) and MY_ASIC_ALLOC_CONF only.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 12)
+constexpr bool kCanChainHook = true;
+#else
+constexpr bool kCanChainHook = false;
+#endif
+
 const bool g_hook_chained = [] {
+  if constexpr (!kCanChainHook) {
+    return false;
+  }
   try {
     chain_generic_hook();
   } catch (const std::exception& e) {

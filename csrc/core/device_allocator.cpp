@@ -124,7 +124,7 @@ class Impl {
     const size_t size = round_size(requested);
     const auto stream = current_stream(device).id();
     std::lock_guard<std::mutex> lock(p.mutex);
-    refresh_settings(p);
+    refresh_settings(p, device);
     if (C10_UNLIKELY(p.settings.initial_pool_size != p.initial_reserved_for)) {
       reserve_initial(p, device, stream);
     }
@@ -211,7 +211,7 @@ class Impl {
   DeviceStats stats(c10::DeviceIndex device) {
     auto& p = pool(device);
     std::lock_guard<std::mutex> lock(p.mutex);
-    refresh_settings(p);
+    refresh_settings(p, device);
     DeviceStats s = p.stats;
     s.max_split_size = p.settings.max_split_size == kNoLimit ? -1 : static_cast<int64_t>(p.settings.max_split_size);
     return s;
@@ -222,7 +222,7 @@ class Impl {
   std::pair<size_t, std::string> limit(c10::DeviceIndex device) {
     auto& p = pool(device);
     std::lock_guard<std::mutex> lock(p.mutex);
-    refresh_settings(p);
+    refresh_settings(p, device);
     return limit_of(p, device);
   }
 
@@ -263,6 +263,8 @@ class Impl {
     auto& p = pool(device);
     std::lock_guard<std::mutex> lock(p.mutex);
     p.fraction = fraction;
+    refresh_settings(p, device);
+    trim_to_limit(p, device);
   }
 
   double get_fraction(c10::DeviceIndex device) {
@@ -323,11 +325,22 @@ class Impl {
   }
 
   // Caller holds p.mutex.
-  void refresh_settings(DevicePool& p) {
+  void refresh_settings(DevicePool& p, c10::DeviceIndex device) {
     const uint64_t v = allocator_settings_version();
     if (C10_UNLIKELY(v == 0 || v != p.settings_version)) {
       p.settings = allocator_settings(); // reads the environment on first use
       p.settings_version = p.settings.version;
+      trim_to_limit(p, device);
+    }
+  }
+
+  // Caller holds p.mutex. A cap lowered below what is already reserved gives
+  // cached segments back first, so that cached memory does not keep serving
+  // requests the cap would refuse. Live tensors stay where they are.
+  void trim_to_limit(DevicePool& p, c10::DeviceIndex device) {
+    const size_t limit = limit_of(p, device).first;
+    if (limit != kNoLimit && p.reserved > limit) {
+      release_cached(p, device, limit);
     }
   }
 

@@ -7,6 +7,7 @@ tested the same way, so no test leaves a cap behind in the pytest process.
 """
 
 import pytest
+import torch
 
 from device_subprocess import last_line, run_python, run_python_process
 
@@ -261,6 +262,10 @@ def test_a_run_time_pool_limit_names_the_call_in_the_out_of_memory_message():
     assert out == "True"
 
 
+@pytest.mark.skipif(
+    tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 12),
+    reason="my_asic joins torch's allocator-settings hook from torch 2.12 on",
+)
 def test_the_generic_accelerator_call_reaches_my_asic():
     out = run(
         """
@@ -354,3 +359,21 @@ def test_set_allocator_settings_rejects_a_non_string():
         """
     )
     assert out == "True"
+
+
+def test_lowering_the_pool_limit_gives_cached_memory_back_before_it_serves_a_request():
+    out = run(
+        """
+        import torch, kernel_pytorch
+        a = torch.empty(48 * 2**20, dtype=torch.uint8, device="my_asic")
+        del a  # a cached 48 MiB segment
+        torch.my_asic.memory._set_allocator_settings("max_pool_size_mb:32")
+        reserved = torch.my_asic.memory_reserved()
+        try:
+            torch.empty(40 * 2**20, dtype=torch.uint8, device="my_asic")
+            print(reserved, "served")
+        except torch.OutOfMemoryError:
+            print(reserved, "refused")
+        """
+    )
+    assert out == "0 refused"
