@@ -334,7 +334,11 @@ struct Binary {
 template <int32_t op>
 struct AddC {
   static bool run(at::TensorBase out, T self, T t1, T t2, S value, at::Tensor* result) {
-    if (!real(value) || !eligible({&self, &t1, &t2}) || !float_inputs({&self, &t1, &t2})) return false;
+    // As on CUDA, only tensor2 may be a 0-dim CPU tensor (the fallback raises for the others).
+    if (!real(value) || !eligible({&self, &t1, &t2}) || !float_inputs({&self, &t1, &t2}) ||
+        self.device().is_cpu() || t1.device().is_cpu()) {
+      return false;
+    }
     at::Tensor r = through_entry(
         [&] {
           return at::TensorIteratorConfig()
