@@ -304,6 +304,7 @@ typedef enum kpdrPointwiseOp {
   KPDR_POINTWISE_SIGMOID = 11,
   KPDR_POINTWISE_TANH = 12,
   KPDR_POINTWISE_POW_SCALAR = 13, /* pow(x0, alpha) */
+  KPDR_POINTWISE_SIGN = 14,       /* 1, 0 or -1 (0 for NaN): abs's backward */
   /* binary: out = f(x0, x1) */
   KPDR_POINTWISE_ADD = 32,        /* x0 + alpha * x1 */
   KPDR_POINTWISE_SUB = 33,        /* x0 - alpha * x1 */

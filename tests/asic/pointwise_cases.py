@@ -9,7 +9,7 @@ of cases checked and the fallback calls of the ops the pointwise/reduce entries 
 # The ATen ops routed to the entries off host memory (runtime_pointwise.cpp, runtime_reduce.cpp).
 ROUTED_OPS = (
     "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "neg", "neg_", "abs", "abs_",
-    "exp", "exp_", "log", "log_", "sqrt", "sqrt_", "rsqrt", "rsqrt_", "relu", "relu_", "gelu", "gelu_",
+    "exp", "exp_", "sign", "sign_", "sgn", "sgn_", "log", "log_", "sqrt", "sqrt_", "rsqrt", "rsqrt_", "relu", "relu_", "gelu", "gelu_",
     "gelu_backward", "silu", "silu_", "silu_backward", "sigmoid", "sigmoid_", "sigmoid_backward",
     "tanh", "tanh_", "tanh_backward", "threshold_backward", "pow", "maximum", "minimum",
     "eq", "ne", "lt", "le", "gt", "ge", "where", "fill_", "zero_", "lerp", "lerp_",
@@ -55,7 +55,7 @@ for dt in DTYPES:
     for name, fn in [("neg", torch.neg), ("abs", torch.abs), ("exp", torch.exp), ("relu", torch.relu),
                      ("gelu", F.gelu), ("gelu tanh", lambda x: F.gelu(x, approximate="tanh")),
                      ("silu", F.silu), ("sigmoid", torch.sigmoid), ("tanh", torch.tanh),
-                     ("pow 2", lambda x: x.pow(2)), ("pow 3", lambda x: x ** 3)]:
+                     ("pow 2", lambda x: x.pow(2)), ("pow 3", lambda x: x ** 3), ("sign", torch.sign), ("sgn", torch.sgn)]:
         check(fn, r(7, 33), name=name)
         check(fn, r(33, 7).t(), name=name + " transposed")
         check(fn, r(5, 40)[:, 3:37:2], name=name + " sliced")
@@ -66,6 +66,7 @@ for dt in DTYPES:
     check(inplace("exp_"), r(4, 9), name="exp_")
     check(inplace("neg_"), r(4, 9)[:, ::3], name="neg_ strided")
     check(lambda x: x.relu(), torch.tensor([float("nan"), -1.0, 2.0]).to(dt), name="relu keeps NaN")
+    check(torch.sign, torch.tensor([float("nan"), -0.0, 0.0, -2.0, 3.0]).to(dt), name="sign of NaN and zeros")
     # binary: broadcasting, scalars, alpha, in-place, out=
     a, b = r(4, 1, 9), r(3, 1)
     check(torch.add, a, b, name="add broadcast")
@@ -98,7 +99,7 @@ for dt in DTYPES:
     check(inplace("addcdiv_", value=0.1), r(4, 8), r(4, 8), pos(4, 8), name="addcdiv_")
     # activation backward (autograd calls them)
     for name, fn, make in [("relu", torch.relu, r), ("gelu", F.gelu, r), ("gelu tanh", lambda x: F.gelu(x, approximate="tanh"), r),
-                           ("silu", F.silu, r), ("sigmoid", torch.sigmoid, r), ("tanh", torch.tanh, r)]:
+                           ("silu", F.silu, r), ("sigmoid", torch.sigmoid, r), ("tanh", torch.tanh, r), ("abs", torch.abs, r)]:
         x, g = make(6, 10), make(6, 10)
         def grad(x, g, fn=fn):
             x = x.detach().clone().requires_grad_()

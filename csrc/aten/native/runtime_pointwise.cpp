@@ -498,6 +498,8 @@ void register_runtime_pointwise(Registrar& r) {
   KP_UNARY("sigmoid", KPDR_POINTWISE_SIGMOID, kUnaryFloat);
   KP_UNARY("tanh", KPDR_POINTWISE_TANH, kUnaryFloat);
   KP_UNARY("silu", KPDR_POINTWISE_SILU, kUnary);
+  KP_UNARY("sign", KPDR_POINTWISE_SIGN, kUnary);
+  KP_UNARY("sgn", KPDR_POINTWISE_SIGN, kUnary);  // real inputs only (the entry takes no complex)
 #undef KP_UNARY
   r.impl("abs.out", TORCH_FN((Unary<KPDR_POINTWISE_ABS, Iter::kUnary>::out)));
   r.impl("abs_", TORCH_FN((Unary<KPDR_POINTWISE_ABS, Iter::kUnary>::inplace)));

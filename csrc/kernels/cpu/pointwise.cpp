@@ -60,6 +60,7 @@ float apply(int32_t op, float x, float y, float z, float alpha) {
     case KPDR_POINTWISE_TANH: return std::tanh(x);
     case KPDR_POINTWISE_POW_SCALAR:
       return alpha == 2.0f ? x * x : alpha == 0.5f ? std::sqrt(x) : std::pow(x, alpha);
+    case KPDR_POINTWISE_SIGN: return static_cast<float>((x > 0.0f) - (x < 0.0f));
     case KPDR_POINTWISE_ADD: return x + alpha * y;
     case KPDR_POINTWISE_SUB: return x - alpha * y;
     case KPDR_POINTWISE_MUL: return x * y;
@@ -132,7 +133,7 @@ int64_t element_count(int ndim, const int64_t* sizes) {
 }  // namespace
 
 int pointwise_arity(int32_t op) {
-  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_POW_SCALAR) return 1;
+  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_SIGN) return 1;
   if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LERP) return 2;
   if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_SILU_BACKWARD) return 2;
   if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_ADDCDIV) return 3;

@@ -87,6 +87,7 @@ const char* expression(int32_t op) {
     case KPDR_POINTWISE_SIGMOID: return "kp_sigmoid(x)";
     case KPDR_POINTWISE_TANH: return "tanh(x)";
     case KPDR_POINTWISE_POW_SCALAR: return "kp_pow(x, alpha)";
+    case KPDR_POINTWISE_SIGN: return "(float)((x > 0.0f) - (x < 0.0f))";
     case KPDR_POINTWISE_ADD: return "x + alpha * y";
     case KPDR_POINTWISE_SUB: return "x - alpha * y";
     case KPDR_POINTWISE_MUL: return "x * y";
@@ -114,7 +115,7 @@ const char* expression(int32_t op) {
 }
 
 int arity(int32_t op) {
-  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_POW_SCALAR) return 1;
+  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_SIGN) return 1;
   if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LERP) return 2;
   if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_SILU_BACKWARD) return 2;
   if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_ADDCDIV) return 3;
