@@ -104,3 +104,16 @@ def test_an_unknown_runtime_is_a_usage_error_naming_the_fix(tmp_path):
                                text=True, env=kit_environment(), cwd=tmp_path, timeout=300)  # fmt: skip
     assert completed.returncode == 2
     assert "does not exist" in completed.stderr and "missing.so" in completed.stderr
+
+
+def test_items_run_in_chunks_of_child_processes_and_a_crash_stays_in_its_chunk(aborting_runtime):
+    from kernel_pytorch.asic.conformance.runner import run_items
+
+    items = ["exports_the_abi", "stream_wait_event_orders_work_across_streams", "threads_share_the_runtime",
+             "error_strings_name_each_code"]
+    seen = []
+    results = run_items("kernel_pytorch.asic.conformance.abi", items, aborting_runtime, timeout_s=300, chunk=2,
+                        progress=lambda item, entry: seen.append(item))  # fmt: skip
+    assert list(results) == items and sorted(seen) == sorted(items)
+    assert results["stream_wait_event_orders_work_across_streams"]["result"].startswith("crash: exit status -6")
+    assert [results[item]["result"] for item in items if "stream" not in item] == ["pass"] * 3

@@ -293,7 +293,7 @@ def _module_db(runtime, full, steps, require_kernels, bar, report):
     from kernel_pytorch.asic.conformance import module_db
 
     modules = module_db.all_module_ids(runtime) if full else list(module_db.REPRESENTATIVE)
-    results = module_db.run_modules(modules, runtime, inputs=1000 if full else 2,
+    results = module_db.run_modules(modules, runtime, inputs=1000 if full else 2, chunk=60 if full else None,
                                     progress=bar.section("module_db", len(modules)))  # fmt: skip
     return [SectionResult("module_db", results, BARS["module_db"])]
 

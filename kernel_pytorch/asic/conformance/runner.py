@@ -32,6 +32,7 @@ def run_items(
     args: Sequence[str] = (),
     timeout_s: float = 600.0,
     progress: Optional[Callable[[str, dict], None]] = None,
+    chunk: Optional[int] = None,
 ) -> Dict[str, dict]:
     """``{item id: result dict}`` for every item, crashes and hangs included.
 
@@ -42,7 +43,28 @@ def run_items(
         args: further worker arguments.
         timeout_s: seconds one child may run before it is killed (a hang is a crash).
         progress: called with (item id, result) as each result arrives.
+        chunk: items per child process (default: all in one); a long sweep in chunks
+            keeps each child's time (and timeout_s) bounded.
     """
+    chunk = chunk or len(items) or 1
+    results: Dict[str, dict] = {}
+    for start in range(0, len(items), chunk):
+        results.update(_run_chunk(worker, items[start:start + chunk], runtime, args, timeout_s, progress))
+    return {item: results[item] for item in items}
+
+
+def list_items(worker: str, runtime: RuntimeUnderTest) -> List[str]:
+    """Every item id ``worker`` knows (``--items all``), listed by a child process."""
+    completed = subprocess.run(python_command(worker) + ["--items", "all"], env=runtime.environment(),
+                               capture_output=True, text=True, timeout=600)  # fmt: skip
+    for line in completed.stdout.splitlines():
+        if line.startswith('{"all"'):
+            return json.loads(line)["all"]
+    raise RuntimeError(f"listing the items of {worker} failed (exit status {completed.returncode}): "
+                       f"{completed.stderr.strip()[-500:]}")  # fmt: skip
+
+
+def _run_chunk(worker, items, runtime, args, timeout_s, progress):
     results: Dict[str, dict] = {}
     pending: List[str] = list(items)
     crashes, any_finished = 0, False
@@ -72,7 +94,7 @@ def run_items(
                     "result": f"not run: the worker crashed {crashes} times without finishing any item (last: {crash['result'][:200]})",
                 }  # fmt: skip
             break
-    return {item: results[item] for item in items}
+    return results
 
 
 def _run_child(worker, items, runtime, args, timeout_s):
@@ -103,6 +125,11 @@ def first_line(error: BaseException) -> str:
     text = str(error).strip()
     first = text.splitlines()[0] if text else ""
     return f"{type(error).__name__}: {first[:300]}"
+
+
+def emit_all(item_ids) -> None:
+    """Prints a worker's answer to ``--items all``: every item id it knows (read by list_items)."""
+    print(json.dumps({"all": list(item_ids)}), flush=True)
 
 
 def emit(item_id: str, result: str, **extra) -> None:
