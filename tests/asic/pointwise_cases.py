@@ -91,6 +91,7 @@ for dt in DTYPES:
         x = r(6, 8); y = x.clone(); y[::2] = r(3, 8)
         check(fn, x, y, name=name)
         check(lambda t, f=fn: f(t, 0.25), x, name=name + " scalar")
+        check(lambda t, f=fn: f(t, 0.1), torch.full((4,), 0.1).to(dt), name=name + " scalar rounded to the dtype")
     check(lambda c, x, y: torch.where(c, x, y), r(4, 8) > 0, r(4, 8), r(8), name="where broadcast")
     check(lambda c, x: torch.where(c, x, 0.0), r(4, 8) > 0, r(4, 8), name="where scalar other")
     check(lambda x, y: torch.lerp(x, y, 0.3), r(4, 8), r(4, 8), name="lerp 0.3")

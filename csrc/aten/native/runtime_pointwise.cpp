@@ -39,6 +39,17 @@ bool entry_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
 }
 
+// A Python scalar as the CPU compares it: rounded to the comparison's dtype
+// first (CPU TensorIterator casts the wrapped scalar to the common dtype).
+double rounded_to(at::ScalarType type, double v) {
+  switch (type) {
+    case at::kFloat: return static_cast<float>(v);
+    case at::kHalf: return static_cast<float>(c10::Half(static_cast<float>(v)));
+    case at::kBFloat16: return static_cast<float>(c10::BFloat16(static_cast<float>(v)));
+    default: return v;
+  }
+}
+
 bool runtime_pointwise(at::TensorIteratorBase& iter, int32_t op, double alpha) {
   const kpdrKernelTable& kernels = runtime_kernels();
   if (kernels.pointwise == nullptr || iter.ndim() > KPDR_MAX_DIMS || iter.noutputs() != 1 ||
@@ -76,6 +87,7 @@ bool runtime_pointwise(at::TensorIteratorBase& iter, int32_t op, double alpha) {
       in.data = nullptr;
       in.dtype = KPDR_DTYPE_FLOAT32;
       in.value = iter.scalar_value<double>(arg);
+      if (op >= KPDR_POINTWISE_EQ && op <= KPDR_POINTWISE_GE) in.value = rounded_to(iter.common_dtype(), in.value);
       continue;
     }
     const auto dtype = entry_dtype(iter.dtype(arg));
@@ -92,8 +104,8 @@ bool runtime_pointwise(at::TensorIteratorBase& iter, int32_t op, double alpha) {
 
 bool runtime_pointwise_copy(const at::Tensor& src, const at::Tensor& dst) {
   if (!entry_dtype(src.scalar_type()) || !entry_dtype(dst.scalar_type()) || src.device() != dst.device() ||
-      src.is_neg() || src.is_conj() || dst.is_neg() || dst.is_conj()) {
-    return false;
+      src.is_neg() || src.is_conj() || dst.is_neg() || dst.is_conj() || src.is_alias_of(dst)) {
+    return false;  // overlapping copies keep the host round trip, which is overlap safe
   }
   at::TensorIterator iter = at::TensorIteratorConfig()
                                 .add_output(dst)
