@@ -150,6 +150,9 @@ torch.testing.assert_close(i.to(dev).sum(1).cpu(), i.sum(1))
 d = torch.randn(3, 4, dtype=torch.float64)
 torch.testing.assert_close((d.to(dev) * 2).exp().cpu(), (d * 2).exp())
 torch.testing.assert_close(d.to(dev).mean(0).cpu(), d.mean(0))
+# sign and sgn share an op code; complex sgn falls back to sgn itself (not to sign, which refuses complex).
+z = torch.tensor([3 + 4j, -1j])
+torch.testing.assert_close(torch.sgn(z.to(dev)).cpu(), torch.sgn(z))
 # Bad calls keep ATen's errors (raised by the fallback or by TensorIterator).
 errors = 0
 for bad in (lambda: torch.randn(2, 3, device=dev) + torch.randn(4, device=dev),

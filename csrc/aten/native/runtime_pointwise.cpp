@@ -182,7 +182,9 @@ bool float_inputs(std::initializer_list<const at::Tensor*> tensors) {
   return true;
 }
 
-template <int32_t op, Iter kind>
+// `tag` tells apart ops that share an op code (sign, sgn): each registered
+// kernel must be its own function, as its fallback finds the op by it.
+template <int32_t op, Iter kind, int tag = 0>
 struct Unary {
   static bool run(at::TensorBase out, T self, at::Tensor* result) {
     if (!eligible({&self}, false) || !float_inputs({&self})) return false;
@@ -511,8 +513,11 @@ void register_runtime_pointwise(Registrar& r) {
   KP_UNARY("tanh", KPDR_POINTWISE_TANH, kUnaryFloat);
   KP_UNARY("silu", KPDR_POINTWISE_SILU, kUnary);
   KP_UNARY("sign", KPDR_POINTWISE_SIGN, kUnary);
-  KP_UNARY("sgn", KPDR_POINTWISE_SIGN, kUnary);  // real inputs only (the entry takes no complex)
 #undef KP_UNARY
+  // sgn: real inputs only (complex ones fall back); a kernel of its own (tag).
+  r.impl("sgn", TORCH_FN((Unary<KPDR_POINTWISE_SIGN, Iter::kUnary, 1>::functional)));
+  r.impl("sgn_", TORCH_FN((Unary<KPDR_POINTWISE_SIGN, Iter::kUnary, 1>::inplace)));
+  r.impl("sgn.out", TORCH_FN((Unary<KPDR_POINTWISE_SIGN, Iter::kUnary, 1>::out)));
   r.impl("abs.out", TORCH_FN((Unary<KPDR_POINTWISE_ABS, Iter::kUnary>::out)));
   r.impl("abs_", TORCH_FN((Unary<KPDR_POINTWISE_ABS, Iter::kUnary>::inplace)));
   r.impl("relu", TORCH_FN((Unary<KPDR_POINTWISE_RELU, Iter::kUnary>::functional)));
