@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include "core/core.h"
+#include "native/runtime_pointwise.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -145,7 +146,11 @@ void device_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blo
       copy_on_host(activity::Kind::MemcpyDtoD, dst, [&] { host_alias(dst).copy_(host_alias(src)); });
       return;
     }
-    // Layout or dtype change without host access: round trip through the host.
+    // Layout or dtype change without host access: the runtime's pointwise
+    // entry where it has one, else a round trip through the host.
+    if (native::runtime_pointwise_copy(src, dst)) {
+      return;
+    }
     host_to_device(src.is_non_overlapping_and_dense() ? src.cpu() : host_copy_spanned(src), dst, false);
     return;
   }

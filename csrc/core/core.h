@@ -217,6 +217,8 @@ inline const char* kernel_name(const kpdrDecodeAttentionArgs&) { return "decode_
 inline const char* kernel_name(const kpdrPrefillAttentionArgs&) { return "prefill_attention"; }
 inline const char* kernel_name(const kpdrMatmulVecArgs&) { return "matmul_vec"; }
 inline const char* kernel_name(const kpdrGemmArgs&) { return "gemm"; }
+inline const char* kernel_name(const kpdrPointwiseArgs&) { return "pointwise"; }
+inline const char* kernel_name(const kpdrReduceArgs&) { return "reduce"; }
 
 } // namespace activity
 

@@ -80,5 +80,11 @@ void set_streaming_stores_min_bytes(int64_t bytes);
 KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _)
 // Core ops (kpdr.h's core-op section): one generic implementation, gemm.cpp.
 void gemm(const kpdrGemmArgs& args);
+// Generic pointwise and reduction entries (pointwise.cpp): any strides and
+// dtypes, float math. pointwise_arity: the op code's input count, 0 if the
+// code is unknown.
+void pointwise(const kpdrPointwiseArgs& args);
+void reduce(const kpdrReduceArgs& args);
+int pointwise_arity(int32_t op);
 
 }  // namespace kp

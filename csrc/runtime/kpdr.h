@@ -138,7 +138,8 @@ KPDR_API kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEven
  *  - Every pointer is device memory of the stream's device (the caller has
  *    checked devices, shapes and dtypes). Sizes and strides are in elements,
  *    not bytes. The innermost dimension of every tensor argument is
- *    contiguous (stride 1); the other strides are given.
+ *    contiguous (stride 1); the other strides are given (pointwise and
+ *    reduce take any strides: kpdrOperand).
  *  - A launch only enqueues: it returns once the arguments are validated and
  *    the work is queued on `stream`, which runs it in order with the stream's
  *    copies. The argument struct may be freed when the launch returns.
@@ -152,7 +153,8 @@ KPDR_API kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEven
 typedef enum kpdrDtype {
   KPDR_DTYPE_FLOAT32 = 0,
   KPDR_DTYPE_FLOAT16 = 1,
-  KPDR_DTYPE_BFLOAT16 = 2
+  KPDR_DTYPE_BFLOAT16 = 2,
+  KPDR_DTYPE_BOOL = 3      /* one byte, 0 or 1: pointwise/reduce operands only */
 } kpdrDtype;
 
 /* out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * weight over rows of `cols`.
@@ -266,6 +268,109 @@ typedef struct kpdrGemmArgs {
   float alpha, beta;
 } kpdrGemmArgs;
 
+/* Pointwise and reduce operands are N-d views with arbitrary strides (in
+ * elements; 0 broadcasts, negative and non-unit strides allowed) over at
+ * most KPDR_MAX_DIMS dimensions. */
+#define KPDR_MAX_DIMS 8
+
+/* One operand of kpdrPointwiseArgs: a strided view of `dtype`, or, with
+ * data == NULL, the constant `value` at every index (a Python scalar, a fill
+ * value). */
+typedef struct kpdrOperand {
+  const void* data;
+  kpdrDtype dtype;
+  int64_t strides[KPDR_MAX_DIMS];
+  double value;
+} kpdrOperand;
+
+/* Pointwise op codes. Inputs x0, x1, x2 are read as float (bool as 0/1),
+ * the result is computed in float32 and converted to the output's dtype
+ * (round to nearest even; bool: != 0). Values are fixed: new codes are
+ * appended, and a runtime answers a code it does not know with
+ * KPDR_ERROR_NOT_SUPPORTED. */
+typedef enum kpdrPointwiseOp {
+  /* unary: out = f(x0) */
+  KPDR_POINTWISE_COPY = 0,        /* x0: copy, dtype cast, fill (x0 a scalar) */
+  KPDR_POINTWISE_NEG = 1,
+  KPDR_POINTWISE_ABS = 2,
+  KPDR_POINTWISE_EXP = 3,
+  KPDR_POINTWISE_LOG = 4,
+  KPDR_POINTWISE_SQRT = 5,
+  KPDR_POINTWISE_RSQRT = 6,
+  KPDR_POINTWISE_RELU = 7,        /* x0 > 0 ? x0 : 0 (NaN stays NaN) */
+  KPDR_POINTWISE_GELU = 8,        /* x0 * Phi(x0), the erf form */
+  KPDR_POINTWISE_GELU_TANH = 9,   /* the tanh approximation */
+  KPDR_POINTWISE_SILU = 10,       /* x0 / (1 + exp(-x0)) */
+  KPDR_POINTWISE_SIGMOID = 11,
+  KPDR_POINTWISE_TANH = 12,
+  KPDR_POINTWISE_POW_SCALAR = 13, /* pow(x0, alpha) */
+  KPDR_POINTWISE_SIGN = 14,       /* 1, 0 or -1 (0 for NaN): abs's backward */
+  /* binary: out = f(x0, x1) */
+  KPDR_POINTWISE_ADD = 32,        /* x0 + alpha * x1 */
+  KPDR_POINTWISE_SUB = 33,        /* x0 - alpha * x1 */
+  KPDR_POINTWISE_MUL = 34,
+  KPDR_POINTWISE_DIV = 35,        /* true division */
+  KPDR_POINTWISE_MAXIMUM = 36,    /* NaN propagates */
+  KPDR_POINTWISE_MINIMUM = 37,
+  KPDR_POINTWISE_EQ = 38,         /* comparisons: 1 or 0 (output usually BOOL) */
+  KPDR_POINTWISE_NE = 39,
+  KPDR_POINTWISE_LT = 40,
+  KPDR_POINTWISE_LE = 41,
+  KPDR_POINTWISE_GT = 42,
+  KPDR_POINTWISE_GE = 43,
+  KPDR_POINTWISE_LERP = 44,       /* x0 + alpha * (x1 - x0) (as ATen: from x1's side for alpha >= 0.5) */
+  /* backward of the activations: x0 is the incoming gradient */
+  KPDR_POINTWISE_THRESHOLD_BACKWARD = 48, /* x1 <= alpha ? 0 : x0 (relu: x1 its input or output) */
+  KPDR_POINTWISE_SIGMOID_BACKWARD = 49,   /* x0 * x1 * (1 - x1), x1 = sigmoid's output */
+  KPDR_POINTWISE_TANH_BACKWARD = 50,      /* x0 * (1 - x1 * x1), x1 = tanh's output */
+  KPDR_POINTWISE_GELU_BACKWARD = 51,      /* x0 * gelu'(x1), x1 = gelu's input */
+  KPDR_POINTWISE_GELU_TANH_BACKWARD = 52,
+  KPDR_POINTWISE_SILU_BACKWARD = 53,      /* x0 * silu'(x1), x1 = silu's input */
+  /* ternary: out = f(x0, x1, x2) */
+  KPDR_POINTWISE_WHERE = 64,      /* x0 != 0 ? x1 : x2 */
+  KPDR_POINTWISE_ADDCMUL = 65,    /* x0 + alpha * x1 * x2 */
+  KPDR_POINTWISE_ADDCDIV = 66     /* x0 + alpha * x1 / x2 */
+} kpdrPointwiseOp;
+
+/* out[i] = op(in[0][i], in[1][i], in[2][i]) for every index i of `sizes`
+ * (ndim 0: one element). Inputs beyond the op's arity are ignored. out has
+ * no zero strides and may be exactly one input (same data, dtype and
+ * strides: in-place ops); it overlaps no input otherwise. */
+typedef struct kpdrPointwiseArgs {
+  int32_t op;                     /* kpdrPointwiseOp */
+  int32_t ndim;
+  int64_t sizes[KPDR_MAX_DIMS];
+  void* out;
+  kpdrDtype out_dtype;
+  int64_t out_strides[KPDR_MAX_DIMS];
+  kpdrOperand in[3];
+  double alpha;
+} kpdrPointwiseArgs;
+
+typedef enum kpdrReduceOp {
+  KPDR_REDUCE_SUM = 0,            /* empty: 0 */
+  KPDR_REDUCE_MEAN = 1,           /* sum / count; empty: NaN */
+  KPDR_REDUCE_AMAX = 2,           /* NaN propagates; empty: not called */
+  KPDR_REDUCE_AMIN = 3
+} kpdrReduceOp;
+
+/* Reduces the input (`sizes`, in_strides) over the dimensions whose bit is
+ * set in reduce_mask. out is indexed by the other dimensions through
+ * out_strides (its strides of reduced dimensions are ignored) and overlaps
+ * nothing. Accumulates in float32. */
+typedef struct kpdrReduceArgs {
+  int32_t op;                     /* kpdrReduceOp */
+  int32_t ndim;
+  int64_t sizes[KPDR_MAX_DIMS];
+  uint32_t reduce_mask;
+  const void* in;
+  kpdrDtype in_dtype;
+  int64_t in_strides[KPDR_MAX_DIMS];
+  void* out;
+  kpdrDtype out_dtype;
+  int64_t out_strides[KPDR_MAX_DIMS];
+} kpdrReduceArgs;
+
 /* The runtime's kernels. kernel_pytorch zero-fills the table and sets
  * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
  * runtime fills the entries it implements (leaving the others NULL) and only
@@ -282,6 +387,8 @@ typedef struct kpdrKernelTable {
   /* Core ops (appended: a runtime built against an older kpdr.h leaves them
    * NULL through struct_size, and those ops fall back). */
   kpdrError_t (*gemm)(const kpdrGemmArgs* args, kpdrStream_t stream);
+  kpdrError_t (*pointwise)(const kpdrPointwiseArgs* args, kpdrStream_t stream);
+  kpdrError_t (*reduce)(const kpdrReduceArgs* args, kpdrStream_t stream);
 } kpdrKernelTable;
 
 /* Optional. Fills `table` (see kpdrKernelTable); may be called before

@@ -222,6 +222,10 @@ void register_matmul(Registrar& r);
 // mm/bmm/addmm/baddbmm through the runtime's GEMM (runtime_gemm.cpp): for
 // runtimes whose memory the host cannot address.
 void register_runtime_gemm(Registrar& r);
+// Elementwise ops and sum/mean/amax/amin through the runtime's pointwise and
+// reduce entries (runtime_pointwise.cpp, runtime_reduce.cpp), likewise.
+void register_runtime_pointwise(Registrar& r);
+void register_runtime_reduce(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);

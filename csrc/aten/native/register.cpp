@@ -51,6 +51,8 @@ int64_t register_host_kernels() {
           torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
       Registrar r(*runtime_lib);
       register_runtime_gemm(r);
+      register_runtime_pointwise(r);
+      register_runtime_reduce(r);
       names() = r.registered();
       return static_cast<int64_t>(names().size());
     }

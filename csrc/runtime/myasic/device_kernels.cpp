@@ -55,6 +55,61 @@ class Resolver {
   std::vector<std::shared_ptr<myasic::HostBacking>> backings_;
 };
 
+bool float_dtype(kpdrDtype d) {
+  return d == KPDR_DTYPE_FLOAT32 || d == KPDR_DTYPE_BFLOAT16 || d == KPDR_DTYPE_FLOAT16;
+}
+
+template <typename Args>
+kpdrError_t check_dtypes(const char* api, const Args& a) {
+  if (float_dtype(a.dtype)) return KPDR_SUCCESS;
+  return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+}
+
+// Pointwise and reduce operands may also be BOOL; their shapes are checked here too.
+kpdrError_t check_dims(const char* api, int32_t ndim, const int64_t* sizes) {
+  if (ndim < 0 || ndim > KPDR_MAX_DIMS) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": ndim " + std::to_string(ndim) +
+                                              " is outside 0.." + std::to_string(KPDR_MAX_DIMS));
+  }
+  for (int d = 0; d < ndim; ++d) {
+    if (sizes[d] < 0) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": negative size");
+  }
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t check_dtypes(const char* api, const kpdrPointwiseArgs& a) {
+  const int arity = kp::pointwise_arity(a.op);
+  if (arity == 0) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown op code " + std::to_string(a.op));
+  }
+  if (kpdrError_t error = check_dims(api, a.ndim, a.sizes)) return error;
+  bool known = float_dtype(a.out_dtype) || a.out_dtype == KPDR_DTYPE_BOOL;
+  for (int k = 0; k < arity; ++k) {
+    known = known && (a.in[k].data == nullptr || float_dtype(a.in[k].dtype) || a.in[k].dtype == KPDR_DTYPE_BOOL);
+  }
+  if (!known) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t check_dtypes(const char* api, const kpdrReduceArgs& a) {
+  if (a.op < KPDR_REDUCE_SUM || a.op > KPDR_REDUCE_AMIN) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown op code " + std::to_string(a.op));
+  }
+  if (kpdrError_t error = check_dims(api, a.ndim, a.sizes)) return error;
+  if ((a.reduce_mask >> a.ndim) != 0) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": reduce_mask names a dimension beyond ndim");
+  }
+  const bool known = (float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL) && float_dtype(a.out_dtype);
+  if (!known) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  return KPDR_SUCCESS;
+}
+
+int64_t element_count(int32_t ndim, const int64_t* sizes) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; ++d) n *= sizes[d];
+  return n;
+}
+
 // Validates the stream, resolves the pointers (`resolve_all` names them) and
 // enqueues `kernel` on a copy of the arguments.
 template <typename Args, typename ResolveAll>
@@ -69,10 +124,7 @@ kpdrError_t launch(const char* api, const Args* args, kpdrStream_t handle,
     if (stream == nullptr) {
       return fail(KPDR_ERROR_INVALID_HANDLE, std::string(api) + ": unknown stream handle");
     }
-    if (args->dtype != KPDR_DTYPE_FLOAT32 && args->dtype != KPDR_DTYPE_BFLOAT16 &&
-        args->dtype != KPDR_DTYPE_FLOAT16) {
-      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
-    }
+    if (kpdrError_t error = check_dtypes(api, *args)) return error;
     Args resolved = *args;
     Resolver resolver(*runtime, stream->device(), api);
     if (kpdrError_t error = resolve_all(resolver, resolved)) return error;
@@ -152,6 +204,43 @@ kpdrError_t gemm(const kpdrGemmArgs* args, kpdrStream_t stream) {
   });
 }
 
+kpdrError_t pointwise(const kpdrPointwiseArgs* args, kpdrStream_t stream) {
+  return launch("pointwise", args, stream, &kp::pointwise, [](Resolver& r, kpdrPointwiseArgs& a) {
+    if (element_count(a.ndim, a.sizes) == 0) {
+      a.ndim = 1;  // nothing to compute: the kernel visits no element
+      a.sizes[0] = 0;
+      return KPDR_SUCCESS;
+    }
+    KP_RESOLVE(out);
+    const int arity = kp::pointwise_arity(a.op);
+    for (int k = 0; k < arity; ++k) {
+      if (a.in[k].data == nullptr) continue;  // a scalar operand
+      static const char* const names[3] = {"in[0].data", "in[1].data", "in[2].data"};
+      if (kpdrError_t e = r.resolve(&a.in[k].data, names[k])) return e;
+    }
+    for (int k = arity; k < 3; ++k) a.in[k].data = nullptr;  // never read
+    return KPDR_SUCCESS;
+  });
+}
+
+kpdrError_t reduce(const kpdrReduceArgs* args, kpdrStream_t stream) {
+  return launch("reduce", args, stream, &kp::reduce, [](Resolver& r, kpdrReduceArgs& a) {
+    int64_t outputs = 1;
+    for (int d = 0; d < a.ndim; ++d) {
+      if (!(a.reduce_mask & (1u << d))) outputs *= a.sizes[d];
+    }
+    if (outputs == 0) {
+      a.ndim = 1;  // no output element: nothing is read or written
+      a.sizes[0] = 0;
+      a.reduce_mask = 0;
+      return KPDR_SUCCESS;
+    }
+    KP_RESOLVE(out);
+    if (element_count(a.ndim, a.sizes) > 0) KP_RESOLVE(in);
+    return KPDR_SUCCESS;
+  });
+}
+
 #undef KP_RESOLVE
 
 }  // namespace
@@ -168,6 +257,8 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
   ours.prefill_attention = &prefill_attention;
   ours.matmul_vec = &matmul_vec;
   ours.gemm = &gemm;
+  ours.pointwise = &pointwise;
+  ours.reduce = &reduce;
   // Write only what both sides know (either may be built against a newer kpdr.h).
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

@@ -76,6 +76,7 @@ const char* dtype_name(kpdrDtype dtype) {
     case KPDR_DTYPE_FLOAT32: return "float32";
     case KPDR_DTYPE_FLOAT16: return "float16";
     case KPDR_DTYPE_BFLOAT16: return "bfloat16";
+    case KPDR_DTYPE_BOOL: return "bool";
   }
   return "?";
 }
@@ -84,23 +85,29 @@ const char* dtype_name(kpdrDtype dtype) {
 
 KernelCache::~KernelCache() {
   const ClApi& cl = runtime_.cl();
-  for (auto& [key, program] : programs_) {
-    for (auto& [name, kernel] : program->kernels) cl.ReleaseKernel(kernel->kernel);
-    if (program->program != nullptr) cl.ReleaseProgram(program->program);
-  }
+  auto release = [&](Program& program) {
+    for (auto& [name, kernel] : program.kernels) cl.ReleaseKernel(kernel->kernel);
+    if (program.program != nullptr) cl.ReleaseProgram(program.program);
+  };
+  for (auto& [key, program] : programs_) release(*program);
+  for (auto& [key, program] : generated_) release(*program);
 }
 
 kpdrError_t KernelCache::build(int device_index, kpdrDtype dtype, Program* program) {
+  return build_source(device_index, kKernelSource, " -DKP_DTYPE=" + std::to_string(static_cast<int>(dtype)),
+                      dtype_name(dtype), program);
+}
+
+kpdrError_t KernelCache::build_source(int device_index, const std::string& source, const std::string& defines,
+                                      const std::string& what, Program* program) {
   const ClApi& cl = runtime_.cl();
   const Device& device = runtime_.device(device_index);
   size_t wg = 1;
   while (wg * 2 <= 256 && wg * 2 <= device.max_work_group) wg *= 2;
-  const std::string options = cl_std(device.c_version) + " -DKP_DTYPE=" +
-                              std::to_string(static_cast<int>(dtype)) + " -DKP_WG=" +
+  const std::string options = cl_std(device.c_version) + defines + " -DKP_WG=" +
                               std::to_string(wg) + (runtime_.options().build_options.empty()
                                                         ? std::string()
                                                         : " " + runtime_.options().build_options);
-  const std::string source = kKernelSource;
   const uint64_t key = fnv1a(source, fnv1a(options, fnv1a(device.cl_name + "|" + device.vendor + "|" +
                                                            device.driver_version + "|" +
                                                            device.device_version)));
@@ -136,7 +143,7 @@ kpdrError_t KernelCache::build(int device_index, kpdrDtype dtype, Program* progr
     const std::string log = build_log(cl, built, device.id);
     cl.ReleaseProgram(built);
     return fail(KPDR_ERROR_UNKNOWN,
-                "building the OpenCL kernels for " + std::string(dtype_name(dtype)) + " on " +
+                "building the OpenCL kernels for " + what + " on " +
                     device.name + " failed with " + cl_error_name(status) + " (options '" +
                     options + "')" + (log.empty() ? std::string() : ":\n" + log) +
                     "\nFix or remove the runtime option build_options= "
@@ -167,19 +174,36 @@ kpdrError_t KernelCache::get(int device, kpdrDtype dtype, const char* name, Kern
     slot->code = build(device, dtype, slot.get());
     if (slot->code != KPDR_SUCCESS) slot->error = last_error_message();
   }
-  if (slot->code != KPDR_SUCCESS) return fail(slot->code, slot->error);
-  auto& entry = slot->kernels[name];
+  return kernel_of(slot.get(), name, kernel);
+}
+
+kpdrError_t KernelCache::get_generated(int device, const std::string& source, const std::string& what,
+                                       const char* name, Kernel** kernel) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = generated_[{device, source}];
+  if (slot == nullptr) {
+    slot = std::make_unique<Program>();
+    slot->code = build_source(device, source, "", what, slot.get());
+    if (slot->code != KPDR_SUCCESS) slot->error = last_error_message();
+  }
+  return kernel_of(slot.get(), name, kernel);
+}
+
+// Under mutex_.
+kpdrError_t KernelCache::kernel_of(Program* program, const char* name, Kernel** kernel) {
+  if (program->code != KPDR_SUCCESS) return fail(program->code, program->error);
+  auto& entry = program->kernels[name];
   if (entry == nullptr) {
     cl_int status = CL_SUCCESS;
-    cl_kernel created = runtime_.cl().CreateKernel(slot->program, name, &status);
+    cl_kernel created = runtime_.cl().CreateKernel(program->program, name, &status);
     if (created == nullptr || status != CL_SUCCESS) {
-      slot->kernels.erase(name);
+      program->kernels.erase(name);
       return fail(KPDR_ERROR_UNKNOWN, std::string("clCreateKernel(") + name + ") failed with " +
                                           cl_error_name(status));
     }
     entry = std::make_unique<Kernel>();
     entry->kernel = created;
-    entry->work_group = slot->work_group;
+    entry->work_group = program->work_group;
   }
   *kernel = entry.get();
   return KPDR_SUCCESS;

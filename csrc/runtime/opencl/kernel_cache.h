@@ -32,6 +32,11 @@ class KernelCache {
   // The kernel `name` of the program for (device, dtype); builds it on first
   // use. A failed build is reported (with the compiler's log) on every call.
   kpdrError_t get(int device, kpdrDtype dtype, const char* name, Kernel** kernel);
+  // The kernel `name` of a generated program (`source`, e.g. one pointwise op
+  // for one set of dtypes): built once per (device, source) like the fixed
+  // programs, and cached on disk the same way. `what` names it in errors.
+  kpdrError_t get_generated(int device, const std::string& source, const std::string& what, const char* name,
+                            Kernel** kernel);
 
  private:
   struct Program {
@@ -42,10 +47,14 @@ class KernelCache {
     std::map<std::string, std::unique_ptr<Kernel>> kernels;
   };
   kpdrError_t build(int device, kpdrDtype dtype, Program* program);
+  kpdrError_t build_source(int device, const std::string& source, const std::string& defines,
+                           const std::string& what, Program* program);
+  kpdrError_t kernel_of(Program* program, const char* name, Kernel** kernel);
 
   Runtime& runtime_;
   std::mutex mutex_;
   std::map<std::pair<int, int>, std::unique_ptr<Program>> programs_;  // guarded by mutex_
+  std::map<std::pair<int, std::string>, std::unique_ptr<Program>> generated_;  // guarded by mutex_
 };
 
 }  // namespace kpdr_opencl

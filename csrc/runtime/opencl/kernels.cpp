@@ -12,6 +12,7 @@
 #include "errors.h"
 #include "kernel_cache.h"
 #include "kpdr.h"
+#include "pointwise.h"
 #include "runtime.h"
 
 using kpdr_opencl::fail;
@@ -394,6 +395,8 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.prefill_attention = &prefill_attention;
     ours.matmul_vec = &matmul_vec;
     ours.gemm = &gemm;
+    ours.pointwise = &kpdr_opencl::pointwise;
+    ours.reduce = &kpdr_opencl::reduce;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

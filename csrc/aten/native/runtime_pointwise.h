@@ -1,0 +1,30 @@
+// The runtime's generic pointwise and reduce entries (kpdr.h's core-op
+// section) as the ATen glue uses them: for runtimes whose memory the host
+// cannot address (runtime_pointwise.cpp, runtime_reduce.cpp).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorIterator.h>
+
+#include <optional>
+
+#include "core/core.h"
+
+namespace kernel_pytorch::native {
+
+// The entry dtype of an ATen dtype (float32, float16, bfloat16, bool).
+std::optional<kpdrDtype> entry_dtype(at::ScalarType t);
+bool entry_float(at::ScalarType t);
+
+// Runs a built iterator (one output, up to three inputs; 0-dim CPU inputs
+// travel as values) through kpdrKernelTable::pointwise. False, with nothing
+// enqueued, when the entry is absent or cannot take it (dtypes, dimensions,
+// KPDR_ERROR_NOT_SUPPORTED): the caller then falls back.
+bool runtime_pointwise(at::TensorIteratorBase& iter, int32_t op, double alpha);
+// Fills the iterator's one output (no inputs) with `value`.
+bool runtime_fill(at::TensorIteratorBase& iter, double value);
+// dst.copy_(src) on one device through the entry (dtype casts, layout
+// changes); false when it cannot, and the caller copies another way.
+bool runtime_pointwise_copy(const at::Tensor& src, const at::Tensor& dst);
+
+}  // namespace kernel_pytorch::native

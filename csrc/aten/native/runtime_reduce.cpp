@@ -1,0 +1,129 @@
+// sum, mean, amax and amin over a set of dimensions through the runtime's
+// reduce entry (kpdrKernelTable::reduce) when device memory is not host
+// addressable. The result is allocated contiguous in its final shape; the
+// entry gets the input's strides and, per kept dimension, the result's.
+// What the entry cannot take (integer or bool inputs, whose sums ATen
+// widens to int64; more than KPDR_MAX_DIMS dimensions; bad or repeated dims,
+// empty amax/amin, for which ATen's fallback raises its errors; a
+// NOT_SUPPORTED answer) runs through the counted CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <bitset>
+#include <optional>
+#include <vector>
+
+#include "core/core.h"
+#include "host_kernels.h"
+#include "runtime_pointwise.h"
+
+namespace kernel_pytorch::native {
+namespace {
+
+using T = const at::Tensor&;
+
+bool eligible(T self) {
+  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 &&
+         self.layout() == at::kStrided && !self.is_neg() && !self.is_conj() && entry_float(self.scalar_type()) &&
+         self.dim() <= KPDR_MAX_DIMS;
+}
+
+// The reduced dimensions as a bit mask (all of them when `dims` is empty), or
+// nullopt for an out-of-range or repeated dimension.
+std::optional<uint32_t> reduce_mask(T self, at::IntArrayRef dims) {
+  const int64_t nd = self.dim();
+  if (dims.empty()) return nd == 0 ? 0u : static_cast<uint32_t>((1ull << nd) - 1);
+  uint32_t mask = 0;
+  for (int64_t d : dims) {
+    const int64_t bound = std::max<int64_t>(nd, 1);
+    if (d < -bound || d >= bound) return std::nullopt;
+    const int64_t w = nd == 0 ? 0 : (d < 0 ? d + nd : d);
+    if (nd == 0) continue;  // dim 0 / -1 of a scalar: nothing to reduce
+    if (mask & (1u << w)) return std::nullopt;
+    mask |= 1u << w;
+  }
+  return mask;
+}
+
+// Reduces self into a new tensor of `out_type`; undefined when the entry
+// cannot take the call.
+at::Tensor reduce(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op) {
+  const kpdrKernelTable& kernels = runtime_kernels();
+  const auto out_dtype = entry_dtype(out_type);
+  if (kernels.reduce == nullptr || !entry_float(out_type) || !out_dtype) return at::Tensor();
+  const int64_t nd = self.dim();
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!(mask & (1u << d))) shape.push_back(self.size(d));
+    else if (keepdim) shape.push_back(1);
+  }
+  at::Tensor result = at::empty(shape, self.options().dtype(out_type));
+  kpdrReduceArgs args{};
+  args.op = op;
+  args.ndim = static_cast<int32_t>(nd);
+  args.reduce_mask = mask;
+  args.in_dtype = *entry_dtype(self.scalar_type());
+  args.out_dtype = *out_dtype;
+  int64_t j = 0;
+  for (int64_t d = 0; d < nd; ++d) {
+    args.sizes[d] = self.size(d);
+    args.in_strides[d] = self.stride(d);
+    const bool reduced = mask & (1u << d);
+    if (!reduced || keepdim) {
+      args.out_strides[d] = reduced ? 0 : result.stride(j);
+      ++j;
+    }
+  }
+  c10::DeviceGuard guard(self.device());
+  if (result.numel() == 0) return result;
+  args.in = self.numel() > 0 ? self.const_data_ptr() : nullptr;
+  args.out = result.mutable_data_ptr();
+  if (!launch_kernel(kernels.reduce, args, current_stream(self.device().index()))) return at::Tensor();
+  return result;
+}
+
+template <int32_t op>
+struct SumMean {
+  static at::Tensor functional(T self, at::OptionalIntArrayRef dim, bool keepdim,
+                               std::optional<at::ScalarType> dtype) {
+    if (eligible(self)) {
+      if (auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}))) {
+        at::Tensor r = reduce(self, *mask, keepdim, dtype.value_or(self.scalar_type()), op);
+        if (r.defined()) return r;
+      }
+    }
+    return run_on_fallback<at::Tensor, T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(
+        reinterpret_cast<const void*>(&functional), self, dim, keepdim, dtype);
+  }
+};
+
+template <int32_t op>
+struct Extreme {  // amax / amin: no identity, so empty reductions raise (fallback)
+  static at::Tensor functional(T self, at::IntArrayRef dim, bool keepdim) {
+    if (eligible(self)) {
+      if (auto mask = reduce_mask(self, dim)) {
+        bool empty = false;
+        for (int64_t d = 0; d < self.dim(); ++d) empty = empty || ((*mask & (1u << d)) && self.size(d) == 0);
+        if (!empty) {
+          at::Tensor r = reduce(self, *mask, keepdim, self.scalar_type(), op);
+          if (r.defined()) return r;
+        }
+      }
+    }
+    return run_on_fallback<at::Tensor, T, at::IntArrayRef, bool>(reinterpret_cast<const void*>(&functional), self,
+                                                                 dim, keepdim);
+  }
+};
+
+}  // namespace
+
+void register_runtime_reduce(Registrar& r) {
+  if (runtime_kernels().reduce == nullptr) return;
+  r.impl("sum.dim_IntList", TORCH_FN(SumMean<KPDR_REDUCE_SUM>::functional));
+  r.impl("mean.dim", TORCH_FN(SumMean<KPDR_REDUCE_MEAN>::functional));
+  r.impl("amax", TORCH_FN(Extreme<KPDR_REDUCE_AMAX>::functional));
+  r.impl("amin", TORCH_FN(Extreme<KPDR_REDUCE_AMIN>::functional));
+}
+
+}  // namespace kernel_pytorch::native
