@@ -190,6 +190,43 @@ at::Tensor adopt_sparse(DeviceAdopter& adopter, const at::Tensor& r, c10::Device
       adopter.adopt(compressed), adopter.adopt(plain), adopter.adopt(r.values()), r.sizes(), options);
 }
 
+// cpu_fallback copies each device tensor with .cpu(), which makes an
+// expanded (stride-0) operand dense. The CPU kernel then lays its output out
+// after that dense copy, where the meta function, seeing the stride 0,
+// follows the other operands: x.expand(2, 2) * y.t() came back (2, 1)-strided
+// where fake tensors predict (1, 2). Read-only broadcast operands are copied
+// compactly (the stride-0 dimensions as size 1) and expanded again on the
+// host, which keeps their strides and copies fewer bytes. Returns the bytes
+// copied.
+int64_t copy_broadcast_inputs_to_host(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t begin) {
+  int64_t bytes = 0;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (args[i].alias_info() != nullptr || !v.isTensor()) {
+      continue;
+    }
+    const at::Tensor& t = v.toTensor();
+    if (!is_device_tensor(t) || t.layout() != c10::kStrided || t.numel() <= 1) {
+      continue;
+    }
+    const auto strides = t.strides();
+    if (std::find(strides.begin(), strides.end(), 0) == strides.end()) {
+      continue;
+    }
+    std::vector<int64_t> compact(t.sizes().begin(), t.sizes().end());
+    for (size_t d = 0; d < compact.size(); ++d) {
+      if (strides[d] == 0) {
+        compact[d] = 1;
+      }
+    }
+    at::Tensor host = t.as_strided(compact, strides, t.storage_offset()).cpu();
+    bytes += static_cast<int64_t>(host.numel()) * static_cast<int64_t>(host.element_size());
+    v = c10::IValue(host.expand(t.sizes()));
+  }
+  return bytes;
+}
+
 void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t num_args = schema.arguments().size();
@@ -282,7 +319,8 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   rewrite_generators_and_devices(schema, stack, begin, device);
   // cpu_fallback copies every device tensor argument to the host, and
   // mutated arguments and results back: what fallback_report() shows a user.
-  int64_t copied = device_tensor_bytes(stack, begin, stack->size());
+  int64_t copied = copy_broadcast_inputs_to_host(schema, stack, begin) +
+      device_tensor_bytes(stack, begin, stack->size());
   at::native::cpu_fallback(op, stack, /*error_on_views=*/false);
   copied += device_tensor_bytes(stack, stack->size() - schema.returns().size(), stack->size());
   counter_for(op).bytes.fetch_add(copied, std::memory_order_relaxed);

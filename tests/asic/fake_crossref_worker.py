@@ -60,6 +60,14 @@ def check(fn, samples):
             fn(to_cpu(sample))
         except Exception:
             continue  # the CPU rejects this sample: nothing to predict
+        try:
+            with CrossRefFakeMode():
+                fn(to_cpu(sample))
+        except (MetadataMismatchError, AssertionError):
+            # Fake tensors mispredict the CPU too (bilinear's backward views a
+            # 0-element gradient that fake tensors do not alias): PyTorch's
+            # meta kernels, not my_asic's, are wrong there.
+            continue
         with RecordingCrossRefFakeMode():
             fn(sample)
 

@@ -96,6 +96,25 @@ def test_llama_training_step_under_cross_ref_fake_mode(mode):
     assert out.strip().endswith("ok")
 
 
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_a_broadcast_operand_leaves_the_output_layout_to_the_other_operands(mode):
+    # A stride-0 operand does not vote on the output's layout (TensorIterator,
+    # meta): the product of an expanded column and a transposed matrix is laid
+    # out like the transposed matrix, on my_asic as fake tensors predict.
+    out = run_python("""
+        import torch, kernel_pytorch
+        x = torch.randn(3, 1, device="my_asic").expand(3, 3)
+        y = torch.randn(3, 3, device="my_asic").t()
+        with torch.device("meta"):
+            predicted = (torch.empty_strided(x.shape, x.stride()) * torch.empty_strided(y.shape, y.stride())).stride()
+        product = x * y
+        assert product.stride() == predicted, (product.stride(), predicted)
+        assert torch.equal(product.cpu(), x.cpu() * y.cpu())
+        print("ok")
+    """, env=MODES[mode])
+    assert out.strip().endswith("ok")
+
+
 def all_op_ids():
     completed = subprocess.run(
         [sys.executable, "-c", "from torch.testing._internal.common_methods_invocations import op_db\n"
