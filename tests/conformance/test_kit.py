@@ -104,3 +104,16 @@ def test_an_unknown_runtime_is_a_usage_error_naming_the_fix(tmp_path):
                                text=True, env=kit_environment(), cwd=tmp_path, timeout=300)  # fmt: skip
     assert completed.returncode == 2
     assert "does not exist" in completed.stderr and "missing.so" in completed.stderr
+
+
+def test_chunks_run_side_by_side_give_every_item_the_result_a_serial_run_gives(aborting_runtime):
+    from kernel_pytorch.asic.conformance.abi import CHECKS
+    from kernel_pytorch.asic.conformance.runner import run_chunks
+
+    items = list(CHECKS)
+    verdict = lambda entry: entry["result"].split(":")[0]  # noqa: E731  (pass / crash / fail / skip)
+    serial = run_chunks("kernel_pytorch.asic.conformance.abi", items, aborting_runtime, jobs=1)
+    side_by_side = run_chunks("kernel_pytorch.asic.conformance.abi", items, aborting_runtime, chunk=5, jobs=3)
+    assert list(side_by_side) == items
+    assert {i: verdict(e) for i, e in side_by_side.items()} == {i: verdict(e) for i, e in serial.items()}
+    assert verdict(side_by_side["stream_wait_event_orders_work_across_streams"]) == "crash"

@@ -22,7 +22,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import kernel_pytorch  # noqa: F401  (registers my_asic)
-from kernel_pytorch.asic.conformance.runner import emit, first_line, run_items
+from kernel_pytorch.asic.conformance.runner import emit, first_line, run_chunks
 from kernel_pytorch.asic.conformance.runtimes import python_command
 
 DEVICE = "my_asic"
@@ -152,9 +152,11 @@ def all_module_ids(runtime):
     raise RuntimeError(f"listing module_db failed (exit status {completed.returncode}): {completed.stderr.strip()[-500:]}")
 
 
-def run_modules(modules, runtime, inputs=2, progress=None):
-    """``{module id: result}``: the module a child dies or hangs in is a crash, the rest go on."""
-    part = run_items(WORKER, modules, runtime, ["--inputs", str(inputs)], timeout_s=TIMEOUT_S, progress=progress)
+def run_modules(modules, runtime, inputs=2, progress=None, jobs=1):
+    """``{module id: result}``: the module a child dies or hangs in is a crash, the rest go on.
+    ``jobs`` > 1 runs that many chunks of the modules side by side."""
+    part = run_chunks(WORKER, modules, runtime, ["--inputs", str(inputs)], chunk=None if jobs == 1 else
+                      max(1, -(-len(modules) // (2 * jobs))), jobs=jobs, timeout_s=TIMEOUT_S, progress=progress)
     return {module: entry["result"] for module, entry in part.items()}
 
 

@@ -24,7 +24,7 @@ import torch.utils._pytree as pytree
 
 import kernel_pytorch  # noqa: F401  (registers my_asic)
 from kernel_pytorch.asic.conformance.op_db_known_failures import EXPECTED_FAILURES
-from kernel_pytorch.asic.conformance.runner import run_items
+from kernel_pytorch.asic.conformance.runner import run_chunks
 from kernel_pytorch.asic.conformance.runtimes import python_command
 
 DEVICE = "my_asic"
@@ -229,21 +229,20 @@ def all_op_ids(runtime):
     raise RuntimeError(f"listing op_db failed (exit status {completed.returncode}): {completed.stderr.strip()[-500:]}")
 
 
-def run_ops(ops, runtime, backward=True, dtype="float32", samples=3, chunk=None, progress=None):
+def run_ops(ops, runtime, backward=True, dtype="float32", samples=3, chunk=None, progress=None, jobs=1):
     """``{op id: {"forward": result, "backward": result}}`` for ``ops`` on ``runtime``.
 
-    Chunks of ops run in child processes; an op a child dies in (or hangs in) is
-    reported as a crash for both phases and the rest goes on in a fresh process.
+    Chunks of ops run in child processes, ``jobs`` chunks side by side; an op a child
+    dies in (or hangs in) is reported as a crash for both phases and the rest goes on
+    in a fresh process.
     """
-    chunk = chunk or len(ops) or 1
-    results = {}
     args = ["--dtype", dtype, "--samples", str(samples)] + (["--backward"] if backward else [])
-    for start in range(0, len(ops), chunk):
-        part = run_items(WORKER, ops[start:start + chunk], runtime, args, timeout_s=CHUNK_TIMEOUT_S, progress=progress)
-        for op, entry in part.items():
-            if entry.get("crash"):
-                entry = {"id": op, "forward": entry["result"], "backward": entry["result"]}
-            results[op] = entry
+    results = {}
+    for op, entry in run_chunks(WORKER, ops, runtime, args, chunk=chunk, jobs=jobs, timeout_s=CHUNK_TIMEOUT_S,
+                                progress=progress).items():  # fmt: skip
+        if entry.get("crash"):
+            entry = {"id": op, "forward": entry["result"], "backward": entry["result"]}
+        results[op] = entry
     return results
 
 

@@ -11,6 +11,8 @@ the items it crashes on, loudly, and the kit still reports the rest.
 import json
 import subprocess
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, List, Optional, Sequence
 
 from kernel_pytorch.asic.conformance.runtimes import RuntimeUnderTest, python_command
@@ -73,6 +75,47 @@ def run_items(
                 }  # fmt: skip
             break
     return {item: results[item] for item in items}
+
+
+def run_chunks(
+    worker: str,
+    items: Sequence[str],
+    runtime: RuntimeUnderTest,
+    args: Sequence[str] = (),
+    chunk: Optional[int] = None,
+    jobs: int = 1,
+    timeout_s: float = 600.0,
+    progress: Optional[Callable[[str, dict], None]] = None,
+) -> Dict[str, dict]:
+    """:func:`run_items` over chunks of ``items``, ``jobs`` chunks at a time.
+
+    Each chunk runs in its own child processes (a crash costs only its chunk a fresh
+    process); with ``jobs`` > 1 chunks run side by side, on as many CPU cores. ``chunk``
+    None: one chunk, or one per job. Returns the results in the order of ``items``.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1 (got {jobs})")
+    items = list(items)
+    if chunk is None:
+        chunk = -(-len(items) // jobs) if items else 1
+    parts = [items[start:start + chunk] for start in range(0, len(items), max(1, chunk))]
+    lock = threading.Lock()
+
+    def report(item, entry):  # progress callbacks are not thread-safe: one at a time
+        if progress:
+            with lock:
+                progress(item, entry)
+
+    def run(part):
+        return run_items(worker, part, runtime, args, timeout_s=timeout_s, progress=report)
+
+    if jobs == 1 or len(parts) <= 1:
+        done = [run(part) for part in parts]
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(run, parts))
+    merged = {item: entry for part in done for item, entry in part.items()}
+    return {item: merged[item] for item in items}
 
 
 def _run_child(worker, items, runtime, args, timeout_s):
