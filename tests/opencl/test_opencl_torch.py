@@ -153,9 +153,16 @@ def test_kernel_table_ops_on_misaligned_views_and_every_head_dim_match_the_cpu()
                         got = ops.decode_attention(qd.to(dev), kc.to(dev), vc.to(dev),
                                                    None if lengths is None else lengths.to(dev), None)
                         torch.testing.assert_close(got.cpu(), want, **tol[dt])
+                    qp = torch.randn(2, heads, 37, d, dtype=dt)
+                    kp_, vp = torch.randn(2, kv_heads, 45, d, dtype=dt), torch.randn(2, kv_heads, 45, d, dtype=dt)
+                    for causal in (True, False):
+                        want = ops.prefill_attention(qp, kp_, vp, causal, None)
+                        got = ops.prefill_attention(qp.to(dev), kp_.to(dev), vp.to(dev), causal, None)
+                        torch.testing.assert_close(got.cpu(), want, **tol[dt])
         stats = torch.my_asic.fallback_stats()
         assert not any(op.endswith(k) for op in stats for k in ("rms_norm", "silu", "apply_rope", "softmax",
-                                                                "decode_attention", "matmul_vec")), stats
+                                                                "decode_attention", "prefill_attention",
+                                                                "matmul_vec")), stats
     """)
 
 

@@ -412,7 +412,11 @@ void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(
  * softmax over the keys it loaded (running max, sum, 8 dims of the weighted
  * values): no per-block work-group maximum. The work-group merges its teams
  * once at the end and writes the partial result (m, l, acc[d]) of each head
- * for kp_attention_combine.
+ * for kp_attention_combine, or with one split the output itself.
+ *
+ * Prefill runs here too: each query row i (seq_q of them, q stride qs2) is
+ * one more work-group dimension, seeing keys [0, i + causal_shift] when
+ * causal (bottom-right aligned). Decode is seq_q = 1, not causal.
  *
  * Needs d a multiple of 8 and at most 8 * WG, and k and v rows 4-element
  * aligned (strides multiples of 4, aligned buffers); the host checks and
@@ -423,7 +427,9 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0,
                              long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
                              long vs1, long vs2, BUF(lengths), int has_lengths, float scale,
-                             BUF(part), long splits, long chunk, long head_chunks) {
+                             BUF(part), long splits, long chunk, long head_chunks, long seq_q,
+                             long qs2, int causal, long causal_shift, BUF(out), long os0, long os1,
+                             long os2) {
   /* red: the dot products' pieces, one row of tpr + 1 floats (odd: no bank
    * conflicts when summed) per (head, key); at the end the teams' values.
    * sc: the block's scores; at the end the teams' maxima. */
@@ -434,12 +440,13 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
   const int t = lid % tpr, team = lid / tpr;
   const bool member = team < teams;  /* WG need not be a multiple of tpr */
   const long wg = get_group_id(0), split = get_group_id(1);
-  const long hc = wg % head_chunks, bkv = wg / head_chunks;
+  const long row = wg % seq_q, hc = (wg / seq_q) % head_chunks, bkv = wg / seq_q / head_chunks;
   const long b = bkv / kv_heads, kvh = bkv % kv_heads;
   const long group = heads / kv_heads;
   const long h0 = kvh * group + hc * KP_MAXG;
   const int G = (int)min((long)KP_MAXG, group - hc * KP_MAXG);
-  const long len = has_lengths ? AT(long, lengths)[b] : cache_len;
+  long len = has_lengths ? AT(long, lengths)[b] : cache_len;
+  if (causal) len = clamp(row + causal_shift + 1, 0L, len);
   const long j_begin = split * chunk, j_end = min(len, j_begin + chunk);
   const __global T* q = AT(T, q);
   const __global T* k = AT(T, k);
@@ -450,7 +457,7 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
   float m[KP_MAXG], l[KP_MAXG];
   #pragma unroll
   for (int g = 0; g < KP_MAXG; ++g) {
-    const long qo = b * qs0 + (h0 + min(g, G - 1)) * qs1;  /* q rows need no alignment */
+    const long qo = b * qs0 + (h0 + min(g, G - 1)) * qs1 + row * qs2;  /* q rows need no alignment */
     qa[g] = (float4)(ld(q, qo + c0), ld(q, qo + c0 + 1), ld(q, qo + c0 + 2), ld(q, qo + c0 + 3)) * scale;
     qb[g] = (float4)(ld(q, qo + c1), ld(q, qo + c1 + 1), ld(q, qo + c1 + 2), ld(q, qo + c1 + 3)) * scale;
     m[g] = -INFINITY;
@@ -530,8 +537,17 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
       if (t == 0) red[teams * d + team] = l[g] * f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (g < G) {
-      const long po = ((b * heads + h0 + g) * splits + split) * (d + 2);
+    if (g < G && splits == 1) {  /* the whole row: normalised output, no merge kernel */
+      float total = 0.0f;
+      for (int i = 0; i < teams; ++i) total += red[teams * d + i];
+      const long oo = b * os0 + (h0 + g) * os1 + row * os2;
+      for (long c = lid; c < d; c += WG) {
+        float o = 0.0f;
+        for (int i = 0; i < teams; ++i) o += red[i * d + c];
+        st(AT(T, out), oo + c, total > 0.0f ? o / total : 0.0f);
+      }
+    } else if (g < G) {
+      const long po = (((b * heads + h0 + g) * seq_q + row) * splits + split) * (d + 2);
       for (long c = lid; c < d; c += WG) {
         float o = 0.0f;
         for (int i = 0; i < teams; ++i) o += red[i * d + c];
@@ -548,15 +564,16 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
   }
 }
 
-/* One work-group per (batch, head): merges the splits' partial results.
+/* One work-group per (batch, head, query row): merges the splits' partial results.
  * Each split's weight exp(m_s - m) is computed once, into local memory, for
  * a tile of WG splits at a time. Needs d <= WG. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), long os0, long os1) {
+void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), long os0, long os1,
+                          long seq_q, long os2) {
   __local float scratch[SCRATCH], w[WG];
   const int lid = get_local_id(0);
   const long g = get_group_id(0);
-  const long b = g / heads, h = g % heads;
+  const long row = g % seq_q, b = g / seq_q / heads, h = (g / seq_q) % heads;
   const __global float* part = AT(float, part) + g * splits * (d + 2);
   float m = -INFINITY;
   for (long s = lid; s < splits; s += WG) m = fmax(m, part[s * (d + 2)]);
@@ -578,7 +595,7 @@ void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), 
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lid < d) st(AT(T, out), b * os0 + h * os1 + lid, l > 0.0f ? o / l : 0.0f);
+  if (lid < d) st(AT(T, out), b * os0 + h * os1 + row * os2 + lid, l > 0.0f ? o / l : 0.0f);
 }
 
 /* One work-group per (batch, head, query position). */

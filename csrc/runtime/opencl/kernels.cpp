@@ -89,6 +89,7 @@ class Launch {
   // The stream this launch runs on.
   kpdrStream_t stream_handle() const { return handle_; }
   kpdrDtype dtype() const { return dtype_; }
+  const char* api() const { return api_; }
   int compute_units() const { return runtime_->device(stream_->device()).compute_units; }
   ~Launch() {
     if (workspace_ != nullptr) stream_->return_workspace(workspace_, workspace_bytes_);
@@ -260,97 +261,131 @@ kpdrError_t softmax(const kpdrSoftmaxArgs* a, kpdrStream_t stream) {
   });
 }
 
-// The arguments both decode kernels start with: sizes, q, k, v, lengths.
-kpdrError_t decode_inputs(Launch& l, const kpdrDecodeAttentionArgs* a) {
-  l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
-  KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]);
-  KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
-  KP_TRY(l.tensor(a->v, "v")); l.i64(a->v_stride[0]); l.i64(a->v_stride[1]); l.i64(a->v_stride[2]);
-  KP_TRY(l.tensor(a->lengths, "lengths", true)); l.i32(a->lengths != nullptr ? 1 : 0);
-  return KPDR_SUCCESS;
+// Decode and prefill attention as one problem: `seq_q` query rows per (batch,
+// head) against `seq_kv` keys (decode: one row, the cache, optional lengths).
+struct Attention {
+  int64_t batch, heads, kv_heads, seq_q, seq_kv, head_dim;
+  const void *q, *k, *v, *out, *lengths;
+  int64_t q_stride[3], k_stride[3], v_stride[3], out_stride[3];  // (batch, head, row or position)
+  float scale;
+  int causal;
+};
+
+// Splits each row's keys (flash decoding) until there are about eight
+// work-groups per compute unit, in chunks of at least `min_chunk` keys (a
+// multiple of `block`); kp_attention_combine merges the splits.
+void split_keys(const Launch& l, const Attention& p, int64_t groups, int64_t min_chunk, int64_t block,
+                int64_t* splits, int64_t* chunk) {
+  const int64_t target = 8 * static_cast<int64_t>(l.compute_units());
+  *splits = std::max<int64_t>(1, std::min<int64_t>((target + groups - 1) / groups, (p.seq_kv + min_chunk - 1) / min_chunk));
+  *chunk = static_cast<int64_t>(round_up(std::max<int64_t>(1, (p.seq_kv + *splits - 1) / *splits), block));
+  *splits = std::max<int64_t>(1, (p.seq_kv + *chunk - 1) / *chunk);
 }
 
-// kp_attention_combine: merges `splits` partial results per (batch, head) from `part` into out.
-kpdrError_t combine_splits(const Launch& first, const kpdrDecodeAttentionArgs* a, int64_t splits,
-                           kpdr_opencl::cl_mem part) {
-  Launch combine("decode_attention");
+// kp_attention_combine: merges `splits` partial results per (batch, head, row) from `part` into out.
+kpdrError_t combine_splits(const Launch& first, const Attention& p, int64_t splits, kpdr_opencl::cl_mem part) {
+  Launch combine(first.api());
   KP_TRY(combine.begin(first.stream_handle(), first.dtype()));
-  combine.i64(a->heads); combine.i64(a->head_dim); combine.i64(splits);
+  combine.i64(p.heads); combine.i64(p.head_dim); combine.i64(splits);
   combine.mem(part);
-  KP_TRY(combine.tensor(a->out, "out")); combine.i64(a->out_stride[0]); combine.i64(a->out_stride[1]);
-  return run_rows(combine, "kp_attention_combine", a->batch * a->heads);
+  KP_TRY(combine.tensor(p.out, "out")); combine.i64(p.out_stride[0]); combine.i64(p.out_stride[1]);
+  combine.i64(p.seq_q); combine.i64(p.out_stride[2]);
+  return run_rows(combine, "kp_attention_combine", p.batch * p.heads * p.seq_q);
+}
+
+// kp_decode_attention_gqa applies: d / 8 work-items per key row (d % 8 == 0)
+// and rows of k and v that are 4-element aligned (strides and buffers).
+bool split_kernel_applies(const Attention& p, kpdrDtype dtype) {
+  const uintptr_t vector_bytes = 4 * (dtype == KPDR_DTYPE_FLOAT32 ? 4 : 2);
+  return p.head_dim % 8 == 0 && p.head_dim > 0 && (p.k_stride[0] | p.k_stride[1] | p.k_stride[2]) % 4 == 0 &&
+         (p.v_stride[0] | p.v_stride[1] | p.v_stride[2]) % 4 == 0 &&
+         (reinterpret_cast<uintptr_t>(p.k) | reinterpret_cast<uintptr_t>(p.v)) % vector_bytes == 0;
+}
+
+// The split-K kernel: one work-group per (batch, kv head, up to 4 of its
+// query heads, row, split of the keys), then the merge.
+kpdrError_t split_attention(Launch& l, const Attention& p) {
+  constexpr int64_t kMaxGroup = 4, kKeysPerItem = 2;  // KP_MAXG, KP_KPT in the kernel
+  const int64_t wg = static_cast<int64_t>(l.wg());
+  const int64_t head_chunks = (p.heads / p.kv_heads + kMaxGroup - 1) / kMaxGroup;
+  const int64_t groups = p.batch * p.kv_heads * head_chunks * p.seq_q;
+  const int64_t block = (wg / (p.head_dim / 8)) * kKeysPerItem;  // keys per loop step
+  int64_t splits = 1, chunk = 1;
+  split_keys(l, p, groups, 128, block, &splits, &chunk);
+  kpdr_opencl::cl_mem part = nullptr;  // with one split the kernel writes out itself
+  if (splits > 1) {
+    KP_TRY(l.workspace(static_cast<size_t>(p.batch * p.heads * p.seq_q * splits * (p.head_dim + 2)) * sizeof(float), &part));
+  }
+  l.i64(p.heads); l.i64(p.kv_heads); l.i64(p.seq_kv); l.i64(p.head_dim);
+  KP_TRY(l.tensor(p.q, "q")); l.i64(p.q_stride[0]); l.i64(p.q_stride[1]);
+  KP_TRY(l.tensor(p.k, "k")); l.i64(p.k_stride[0]); l.i64(p.k_stride[1]); l.i64(p.k_stride[2]);
+  KP_TRY(l.tensor(p.v, "v")); l.i64(p.v_stride[0]); l.i64(p.v_stride[1]); l.i64(p.v_stride[2]);
+  KP_TRY(l.tensor(p.lengths, "lengths", true)); l.i32(p.lengths != nullptr ? 1 : 0);
+  l.f32(p.scale);
+  if (part != nullptr) l.mem(part); else KP_TRY(l.tensor(p.out, "out"));
+  l.i64(splits); l.i64(chunk); l.i64(head_chunks);
+  l.i64(p.seq_q); l.i64(p.q_stride[2]); l.i32(p.causal); l.i64(p.seq_kv - p.seq_q);
+  KP_TRY(l.tensor(p.out, "out")); l.i64(p.out_stride[0]); l.i64(p.out_stride[1]); l.i64(p.out_stride[2]);
+  const size_t global[2] = {static_cast<size_t>(groups * wg), static_cast<size_t>(splits)};
+  const size_t local[2] = {l.wg(), 1};
+  KP_TRY(l.run("kp_decode_attention_gqa", 2, global, local));
+  return splits == 1 ? KPDR_SUCCESS : combine_splits(l, p, splits, part);
+}
+
+// head_dim up to the work-group size, whole groups of query heads per kv head.
+kpdrError_t attention_supported(Launch& l, const char* api, int64_t head_dim, int64_t heads, int64_t kv_heads) {
+  KP_TRY(l.fetch_work_group());
+  if (head_dim > static_cast<int64_t>(l.wg()) || kv_heads <= 0 || heads % kv_heads != 0) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": head_dim " + std::to_string(head_dim) +
+                                              " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
+  }
+  return KPDR_SUCCESS;
 }
 
 kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* a, kpdrStream_t stream) {
   return entry("decode_attention", a, stream, [&](Launch& l) {
-    KP_TRY(l.fetch_work_group());
-    const int64_t wg = static_cast<int64_t>(l.wg());
-    if (a->head_dim > wg || a->kv_heads <= 0 || a->heads % a->kv_heads != 0) {
-      return fail(KPDR_ERROR_NOT_SUPPORTED, "decode_attention: head_dim " + std::to_string(a->head_dim) +
-                                                " exceeds the OpenCL work-group size " + std::to_string(wg));
-    }
+    KP_TRY(attention_supported(l, "decode_attention", a->head_dim, a->heads, a->kv_heads));
+    if (a->batch * a->heads == 0) return KPDR_SUCCESS;
+    const Attention p{a->batch, a->heads, a->kv_heads, 1, a->cache_len, a->head_dim,
+                      a->q, a->k, a->v, a->out, a->lengths,
+                      {a->q_stride[0], a->q_stride[1], 0}, {a->k_stride[0], a->k_stride[1], a->k_stride[2]},
+                      {a->v_stride[0], a->v_stride[1], a->v_stride[2]}, {a->out_stride[0], a->out_stride[1], 0},
+                      a->scale, 0};
+    if (split_kernel_applies(p, l.dtype())) return split_attention(l, p);
+    // Any head_dim and alignment: one work-group per (batch, head, split).
     const int64_t rows = a->batch * a->heads;
-    if (rows == 0) return KPDR_SUCCESS;
-    // Split the cache (flash decoding) until there are about eight work-groups
-    // per compute unit, in chunks of at least `min_chunk` positions (a
-    // multiple of `block`); kp_attention_combine merges the splits.
-    auto split_cache = [&](int64_t groups, int64_t min_chunk, int64_t block, int64_t* splits, int64_t* chunk) {
-      const int64_t target = 8 * static_cast<int64_t>(l.compute_units());
-      *splits = std::max<int64_t>(1, std::min<int64_t>((target + groups - 1) / groups,
-                                                       (a->cache_len + min_chunk - 1) / min_chunk));
-      *chunk = round_up(std::max<int64_t>(1, (a->cache_len + *splits - 1) / *splits), block);
-      *splits = std::max<int64_t>(1, (a->cache_len + *chunk - 1) / *chunk);
-    };
-    const size_t part_floats_per_split = static_cast<size_t>(rows * (a->head_dim + 2));
-    // Grouped-query split-K kernel: one work-group serves up to 4 query heads
-    // of a kv head, d / 8 work-items per key row. Needs d % 8 == 0 and rows of
-    // k and v that are 4-element aligned.
-    const uintptr_t vector_bytes = 4 * (a->dtype == KPDR_DTYPE_FLOAT32 ? 4 : 2);
-    const bool vector_rows = a->head_dim % 8 == 0 && a->head_dim > 0 &&
-                             (a->k_stride[0] | a->k_stride[1] | a->k_stride[2]) % 4 == 0 &&
-                             (a->v_stride[0] | a->v_stride[1] | a->v_stride[2]) % 4 == 0 &&
-                             (reinterpret_cast<uintptr_t>(a->k) | reinterpret_cast<uintptr_t>(a->v)) % vector_bytes == 0;
-    if (vector_rows) {
-      constexpr int64_t kMaxGroup = 4, kKeysPerItem = 2;  // KP_MAXG, KP_KPT in the kernel
-      const int64_t head_chunks = (a->heads / a->kv_heads + kMaxGroup - 1) / kMaxGroup;
-      const int64_t groups = a->batch * a->kv_heads * head_chunks;
-      const int64_t block = (wg / (a->head_dim / 8)) * kKeysPerItem;  // keys per loop step
-      int64_t splits = 1, chunk = 1;
-      split_cache(groups, 128, block, &splits, &chunk);
-      kpdr_opencl::cl_mem part = nullptr;
-      KP_TRY(l.workspace(part_floats_per_split * splits * sizeof(float), &part));
-      KP_TRY(decode_inputs(l, a));
-      l.f32(a->scale);
-      l.mem(part); l.i64(splits); l.i64(chunk); l.i64(head_chunks);
-      const size_t global[2] = {static_cast<size_t>(groups * wg), static_cast<size_t>(splits)};
-      const size_t local[2] = {l.wg(), 1};
-      KP_TRY(l.run("kp_decode_attention_gqa", 2, global, local));
-      return combine_splits(l, a, splits, part);
-    }
     int64_t splits = 1, chunk = 1;
-    split_cache(rows, 256, 1, &splits, &chunk);
+    split_keys(l, p, rows, 256, 1, &splits, &chunk);
     kpdr_opencl::cl_mem part = nullptr;
-    if (splits > 1) KP_TRY(l.workspace(part_floats_per_split * splits * sizeof(float), &part));
-    KP_TRY(decode_inputs(l, a));
+    if (splits > 1) KP_TRY(l.workspace(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
+    l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
+    KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]);
+    KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
+    KP_TRY(l.tensor(a->v, "v")); l.i64(a->v_stride[0]); l.i64(a->v_stride[1]); l.i64(a->v_stride[2]);
+    KP_TRY(l.tensor(a->lengths, "lengths", true)); l.i32(a->lengths != nullptr ? 1 : 0);
     KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_stride[0]); l.i64(a->out_stride[1]);
     l.f32(a->scale);
     if (part != nullptr) l.mem(part); else KP_TRY(l.tensor(a->out, "out"));  // unused with one split
     l.i64(splits); l.i64(chunk);
-    const size_t global[2] = {static_cast<size_t>(rows * wg), static_cast<size_t>(splits)};
+    const size_t global[2] = {static_cast<size_t>(rows) * l.wg(), static_cast<size_t>(splits)};
     const size_t local[2] = {l.wg(), 1};
     KP_TRY(l.run("kp_decode_attention", 2, global, local));
     if (splits == 1) return KPDR_SUCCESS;
-    return combine_splits(l, a, splits, part);
+    return combine_splits(l, p, splits, part);
   });
 }
 
 kpdrError_t prefill_attention(const kpdrPrefillAttentionArgs* a, kpdrStream_t stream) {
   return entry("prefill_attention", a, stream, [&](Launch& l) {
-    KP_TRY(l.fetch_work_group());
-    if (a->head_dim > static_cast<int64_t>(l.wg()) || a->kv_heads <= 0 || a->heads % a->kv_heads != 0) {
-      return fail(KPDR_ERROR_NOT_SUPPORTED, "prefill_attention: head_dim " + std::to_string(a->head_dim) +
-                                                " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
-    }
+    KP_TRY(attention_supported(l, "prefill_attention", a->head_dim, a->heads, a->kv_heads));
+    const Attention p{a->batch, a->heads, a->kv_heads, a->seq_q, a->seq_kv, a->head_dim,
+                      a->q, a->k, a->v, a->out, nullptr,
+                      {a->q_stride[0], a->q_stride[1], a->q_stride[2]}, {a->k_stride[0], a->k_stride[1], a->k_stride[2]},
+                      {a->v_stride[0], a->v_stride[1], a->v_stride[2]},
+                      {a->out_stride[0], a->out_stride[1], a->out_stride[2]}, a->scale, a->causal};
+    if (a->batch * a->heads * a->seq_q == 0) return KPDR_SUCCESS;
+    if (split_kernel_applies(p, l.dtype())) return split_attention(l, p);
+    // Any head_dim and alignment: one work-group per query row.
     l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->seq_q); l.i64(a->seq_kv); l.i64(a->head_dim);
     KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]); l.i64(a->q_stride[2]);
     KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
