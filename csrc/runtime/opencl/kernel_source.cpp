@@ -418,11 +418,33 @@ void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(
  * one more work-group dimension, seeing keys [0, i + causal_shift] when
  * causal (bottom-right aligned). Decode is seq_q = 1, not causal.
  *
- * Needs d a multiple of 8 and at most 8 * WG, and k and v rows 4-element
+ * q lives in local memory, not registers: at most 128 registers per
+ * work-item let two work-groups share a compute unit (NVIDIA), and a single
+ * one cannot keep enough loads in flight.
+ *
+ * Needs d a multiple of 8, 16 <= d <= WG, and k and v rows 4-element
  * aligned (strides multiples of 4, aligned buffers); the host checks and
  * uses kp_decode_attention otherwise. */
 #define KP_MAXG 4
+/* Keys per work-item and block: 16-bit rows are half the bytes, so twice the
+ * keys keep as many bytes in flight per work-item (they stay packed in
+ * registers until used). */
+#if KP_DTYPE == 0
 #define KP_KPT 2
+typedef float4 V4;
+inline float4 widen(float4 v) { return v; }
+inline float4 ldv(const __global float* p, long i) { return *(const __global float4*)(p + i); }
+#elif KP_DTYPE == 1
+#define KP_KPT 4
+typedef float4 V4;  /* no half arithmetic without cl_khr_fp16: widened at the load */
+inline float4 widen(float4 v) { return v; }
+inline float4 ldv(const __global half* p, long i) { return vloada_half4((size_t)(i >> 2), p); }
+#else
+#define KP_KPT 4
+typedef ushort4 V4;
+inline float4 widen(ushort4 v) { return as_float4(convert_uint4(v) << 16); }
+inline ushort4 ldv(const __global ushort* p, long i) { return *(const __global ushort4*)(p + i); }
+#endif
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0,
                              long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
@@ -433,8 +455,9 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
   /* red: the dot products' pieces, one row of tpr + 1 floats (odd: no bank
    * conflicts when summed) per (head, key); at the end the teams' values.
    * sc: the block's scores; at the end the teams' maxima. */
-  __local float red[2 * KP_MAXG * KP_KPT * WG];
-  __local float sc[KP_MAXG * KP_KPT * WG];
+  __local float red[3 * KP_MAXG * KP_KPT * WG / 2];  /* tpr >= 2: rows of tpr + 1 <= 3 tpr / 2 */
+  __local float sc[KP_MAXG * KP_KPT * WG / 2];
+  __local float qs[KP_MAXG * WG];  /* q * scale, [head][dim] (the host keeps d <= WG) */
   const int lid = get_local_id(0);
   const int tpr = (int)(d / 8), teams = WG / tpr, bk = teams * KP_KPT;
   const int t = lid % tpr, team = lid / tpr;
@@ -453,36 +476,40 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
   const __global T* v = AT(T, v);
   __global float* part = AT(float, part);
   const long c0 = 4 * t, c1 = c0 + d / 2;
-  float4 qa[KP_MAXG], qb[KP_MAXG], acca[KP_MAXG], accb[KP_MAXG];
+  float4 acca[KP_MAXG], accb[KP_MAXG];
   float m[KP_MAXG], l[KP_MAXG];
+  for (long c = lid; c < G * d; c += WG) {  /* q rows need no alignment */
+    qs[c] = ld(q, b * qs0 + (h0 + c / d) * qs1 + row * qs2 + c % d) * scale;
+  }
   #pragma unroll
   for (int g = 0; g < KP_MAXG; ++g) {
-    const long qo = b * qs0 + (h0 + min(g, G - 1)) * qs1 + row * qs2;  /* q rows need no alignment */
-    qa[g] = (float4)(ld(q, qo + c0), ld(q, qo + c0 + 1), ld(q, qo + c0 + 2), ld(q, qo + c0 + 3)) * scale;
-    qb[g] = (float4)(ld(q, qo + c1), ld(q, qo + c1 + 1), ld(q, qo + c1 + 2), ld(q, qo + c1 + 3)) * scale;
     m[g] = -INFINITY;
     l[g] = 0.0f;
     acca[g] = accb[g] = (float4)(0.0f);
   }
+  barrier(CLK_LOCAL_MEM_FENCE);
   const long ko = b * ks0 + kvh * ks1, vo = b * vs0 + kvh * vs1;
   for (long j0 = j_begin; j0 < j_end; j0 += bk) {
     /* values are loaded with the keys: in flight across the two barriers */
-    float4 ka[KP_KPT], kb[KP_KPT], va[KP_KPT], vb[KP_KPT];
+    V4 ka[KP_KPT], kb[KP_KPT], va[KP_KPT], vb[KP_KPT];
     #pragma unroll
     for (int kk = 0; kk < KP_KPT; ++kk) {
       const long j = j0 + team + kk * teams;
       const bool valid = member && j < j_end;
-      ka[kk] = valid ? ld4(k, ko + j * ks2 + c0) : (float4)(0.0f);
-      kb[kk] = valid ? ld4(k, ko + j * ks2 + c1) : (float4)(0.0f);
-      va[kk] = valid ? ld4(v, vo + j * vs2 + c0) : (float4)(0.0f);
-      vb[kk] = valid ? ld4(v, vo + j * vs2 + c1) : (float4)(0.0f);
+      ka[kk] = valid ? ldv(k, ko + j * ks2 + c0) : (V4)(0);
+      kb[kk] = valid ? ldv(k, ko + j * ks2 + c1) : (V4)(0);
+      va[kk] = valid ? ldv(v, vo + j * vs2 + c0) : (V4)(0);
+      vb[kk] = valid ? ldv(v, vo + j * vs2 + c1) : (V4)(0);
     }
     if (member) {
       #pragma unroll
       for (int g = 0; g < KP_MAXG; ++g) {
-        #pragma unroll
-        for (int kk = 0; kk < KP_KPT; ++kk) {
-          if (g < G) red[(g * bk + kk * teams + team) * (tpr + 1) + t] = dot(qa[g], ka[kk]) + dot(qb[g], kb[kk]);
+        if (g < G) {
+          const float4 qa = vload4(0, qs + g * d + c0), qb = vload4(0, qs + g * d + c1);
+          #pragma unroll
+          for (int kk = 0; kk < KP_KPT; ++kk) {
+            red[(g * bk + kk * teams + team) * (tpr + 1) + t] = dot(qa, widen(ka[kk])) + dot(qb, widen(kb[kk]));
+          }
         }
       }
     }
@@ -511,8 +538,8 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
           for (int kk = 0; kk < KP_KPT; ++kk) {
             const float p = EXP(s[kk] - mx);
             lsum += p;
-            a += p * va[kk];
-            c += p * vb[kk];
+            a += p * widen(va[kk]);
+            c += p * widen(vb[kk]);
           }
           m[g] = mx;
           l[g] = lsum;

@@ -293,11 +293,11 @@ kpdrError_t combine_splits(const Launch& first, const Attention& p, int64_t spli
   return run_rows(combine, "kp_attention_combine", p.batch * p.heads * p.seq_q);
 }
 
-// kp_decode_attention_gqa applies: d / 8 work-items per key row (d % 8 == 0)
-// and rows of k and v that are 4-element aligned (strides and buffers).
+// kp_decode_attention_gqa applies: d / 8 >= 2 work-items per key row (d % 8
+// == 0) and rows of k and v that are 4-element aligned (strides and buffers).
 bool split_kernel_applies(const Attention& p, kpdrDtype dtype) {
   const uintptr_t vector_bytes = 4 * (dtype == KPDR_DTYPE_FLOAT32 ? 4 : 2);
-  return p.head_dim % 8 == 0 && p.head_dim > 0 && (p.k_stride[0] | p.k_stride[1] | p.k_stride[2]) % 4 == 0 &&
+  return p.head_dim % 8 == 0 && p.head_dim >= 16 && (p.k_stride[0] | p.k_stride[1] | p.k_stride[2]) % 4 == 0 &&
          (p.v_stride[0] | p.v_stride[1] | p.v_stride[2]) % 4 == 0 &&
          (reinterpret_cast<uintptr_t>(p.k) | reinterpret_cast<uintptr_t>(p.v)) % vector_bytes == 0;
 }
@@ -305,11 +305,12 @@ bool split_kernel_applies(const Attention& p, kpdrDtype dtype) {
 // The split-K kernel: one work-group per (batch, kv head, up to 4 of its
 // query heads, row, split of the keys), then the merge.
 kpdrError_t split_attention(Launch& l, const Attention& p) {
-  constexpr int64_t kMaxGroup = 4, kKeysPerItem = 2;  // KP_MAXG, KP_KPT in the kernel
+  constexpr int64_t kMaxGroup = 4;  // KP_MAXG in the kernel
+  const int64_t keys_per_item = l.dtype() == KPDR_DTYPE_FLOAT32 ? 2 : 4;  // KP_KPT
   const int64_t wg = static_cast<int64_t>(l.wg());
   const int64_t head_chunks = (p.heads / p.kv_heads + kMaxGroup - 1) / kMaxGroup;
   const int64_t groups = p.batch * p.kv_heads * head_chunks * p.seq_q;
-  const int64_t block = (wg / (p.head_dim / 8)) * kKeysPerItem;  // keys per loop step
+  const int64_t block = (wg / (p.head_dim / 8)) * keys_per_item;  // keys per loop step
   int64_t splits = 1, chunk = 1;
   split_keys(l, p, groups, 128, block, &splits, &chunk);
   kpdr_opencl::cl_mem part = nullptr;  // with one split the kernel writes out itself
