@@ -489,22 +489,18 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   const long ko = b * ks0 + kvh * ks1, vo = b * vs0 + kvh * vs1;
-  /* This work-item's rows of the block at key j0 (zeros past j_end). */
-#define KP_LOAD_ROWS(a, c, base, stride, j0)                          \
-  for (int kk = 0; kk < KP_KPT; ++kk) {                               \
-    const long j = (j0) + team + kk * teams;                          \
-    const bool valid = member && j < j_end;                           \
-    a[kk] = valid ? ldv(base, j * (stride) + c0) : (V4)(0);           \
-    c[kk] = valid ? ldv(base, j * (stride) + c1) : (V4)(0);           \
-  }
-  /* Software pipelined: the next block's keys are loaded as soon as this
-   * block's dot products have used the registers, its values once this
-   * block's are summed, so a work-group always has loads in flight across
-   * its barriers and exps instead of waiting for each block's. */
-  V4 ka[KP_KPT], kb[KP_KPT], va[KP_KPT], vb[KP_KPT];
-  KP_LOAD_ROWS(ka, kb, k + ko, ks2, j_begin)
-  KP_LOAD_ROWS(va, vb, v + vo, vs2, j_begin)
   for (long j0 = j_begin; j0 < j_end; j0 += bk) {
+    /* values are loaded with the keys: in flight across the two barriers */
+    V4 ka[KP_KPT], kb[KP_KPT], va[KP_KPT], vb[KP_KPT];
+    #pragma unroll
+    for (int kk = 0; kk < KP_KPT; ++kk) {
+      const long j = j0 + team + kk * teams;
+      const bool valid = member && j < j_end;
+      ka[kk] = valid ? ldv(k, ko + j * ks2 + c0) : (V4)(0);
+      kb[kk] = valid ? ldv(k, ko + j * ks2 + c1) : (V4)(0);
+      va[kk] = valid ? ldv(v, vo + j * vs2 + c0) : (V4)(0);
+      vb[kk] = valid ? ldv(v, vo + j * vs2 + c1) : (V4)(0);
+    }
     if (member) {
       #pragma unroll
       for (int g = 0; g < KP_MAXG; ++g) {
@@ -517,7 +513,6 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
         }
       }
     }
-    KP_LOAD_ROWS(ka, kb, k + ko, ks2, j0 + bk)
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int s = lid; s < G * bk; s += WG) {
       float sum = 0.0f;
@@ -553,9 +548,7 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
         }
       }
     }
-    KP_LOAD_ROWS(va, vb, v + vo, vs2, j0 + bk)
   }
-#undef KP_LOAD_ROWS
   barrier(CLK_LOCAL_MEM_FENCE);  /* sc is reused below: every team is done reading its scores */
   /* per head: rescale every team to the work-group's maximum and sum them */
   #pragma unroll
