@@ -7,8 +7,9 @@
 Targets, all written in place (setup.py copies them into a wheel):
 
 * the CPU kernel library (csrc/kernels/cpu, torch-free), compiled once and linked into both
-  libraries below; a file whose path names an ISA (``avx2``, ``avx512``, ``avx512_bf16``) is
-  compiled with that ISA's flags, and isa.cpp picks a level at run time;
+  libraries below; each kernel family's unit (csrc/kernels/cpu/per_isa/<family>.cpp) is
+  compiled once per ISA level (CPU_LEVELS) with that level's flags, and isa.cpp picks a level
+  at run time;
 * ``kernel_pytorch/_C`` -- every other csrc/ C++ file, against the installed torch, plus the
   CUDA sources (``cuda/`` folders, ``*.cu``) when torch is a CUDA build and nvcc is found;
 * one kpdr runtime per folder of csrc/runtime/ (RUNTIMES), plain C++ that exports what the
@@ -38,11 +39,16 @@ from build_support import toolchain
 BUILD_DIR = os.path.join("build", "native")
 GRAPH = os.path.join(BUILD_DIR, "build.ninja")
 NINJA_STATUS = "[%f/%t %es] "  # units done / total, seconds since the start: one line per unit
-# ISA named in a kernel file's path -> its flags (x86-64 only), in ascending order.
-ISA_FLAGS = {
-    "avx2": "-mavx2 -mfma -mf16c",
-    "avx512": "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c",
-    "avx512_bf16": "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx2 -mfma -mf16c",
+# CPU kernel ISA level -> its flags besides -DKP_CPU_CAPABILITY=<level> (the namespace): the Vec
+# that vec.h picks and the compiler's -m flags. Baseline first, then ascending; beyond the
+# baseline x86-64 only.
+PER_ISA = "csrc/kernels/cpu/per_isa/"
+CPU_LEVELS = {
+    "generic": "",
+    "avx2": "-DKP_VEC_AVX2=1 -mavx2 -mfma -mf16c",
+    "avx512": "-DKP_VEC_AVX512=1 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c",
+    "avx512_bf16": ("-DKP_VEC_AVX512=1 -DKP_VEC_AVX512_BF16=1 "
+                    "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx2 -mfma -mf16c"),
 }
 # csrc/runtime/<folder>: (library, links the CPU kernel library, link flags).
 RUNTIMES = {
@@ -132,18 +138,14 @@ def graph(root: str, cfg: Dict) -> List[Edge]:
     """Every compile and link of the build, in dependency order (paths relative to ``root``)."""
     edges = []
 
-    def compile(src, flags, nvcc=False):
-        obj = os.path.join(BUILD_DIR, "obj", src + ".o")
+    def compile(src, flags, nvcc=False, level=None):
+        obj = os.path.join(BUILD_DIR, "obj", src + (f".{level}" if level else "") + ".o")
         if nvcc:
             cmd = f"{cfg['nvcc']} --generate-dependencies-with-compile --dependency-output {obj}.d -c {src} -o {obj}"
         else:
             cmd = f"{cfg['cxx']} -MD -MF {obj}.d {flags} -c {src} -o {obj}"
-        edges.append(Edge(obj, [src], cmd, ("CUDA " if nvcc else "C++ ") + src))
+        edges.append(Edge(obj, [src], cmd, ("CUDA " if nvcc else "C++ ") + src + (f" [{level}]" if level else "")))
         return obj
-
-    def isa(path):
-        found = re.search("|".join(sorted(ISA_FLAGS, key=len, reverse=True)), path) if cfg["isa"] else None
-        return found.group(0) if found else ""
 
     def link(out, objs, flags, implicit=()):
         cmd = f"{cfg['cxx']} -shared {' '.join(objs)} {flags} -o {out}"
@@ -151,9 +153,10 @@ def graph(root: str, cfg: Dict) -> List[Edge]:
 
     # Baseline objects first, then the ISA levels in ascending order: an inline function that
     # several of them emit is kept from the first, so baseline code never runs AVX-512 code.
-    levels = ["", *ISA_FLAGS]
-    kernel_sources = sorted(_sources(root, "csrc/kernels/cpu/*.cpp"), key=lambda s: (levels.index(isa(s)), s))
-    kernels = [compile(s, f"{cfg['torch_free']} {ISA_FLAGS.get(isa(s), '')}") for s in kernel_sources]
+    levels = list(CPU_LEVELS) if cfg["isa"] else ["generic"]
+    kernels = [compile(s, cfg["torch_free"]) for s in _sources(root, "csrc/kernels/cpu/*.cpp")]
+    kernels += [compile(s, f"{cfg['torch_free']} -DKP_CPU_CAPABILITY={level} {CPU_LEVELS[level]}", level=level)
+                for level in levels for s in _sources(root, PER_ISA + "*.cpp")]
     cuda_part = re.compile(r"(^|/)cuda/|\.cu$")
     ext_sources = [s for s in _sources(root, "csrc/**/*.cpp") + _sources(root, "csrc/**/*.cu")
                    if not s.startswith(("csrc/kernels/cpu/", "csrc/runtime/")) and (cfg["cuda"] or not cuda_part.search(s))]

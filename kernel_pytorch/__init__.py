@@ -54,7 +54,7 @@ def _missing_extension_message(error: ImportError) -> str:
             f"An installed kernel_pytorch at {installed} is shadowed: Python puts the current "
             f"directory (or PYTHONPATH) first on sys.path, and this looks like the source tree. "
             f"Run Python from another directory or with `python -P`, or build the source tree "
-            f"in place with `python setup.py build_ext --inplace`."
+            f"with `make setup` (or in place with `python setup.py build_ext --inplace`)."
         )
     return message + "Build it with `make setup` (or `pip install --no-build-isolation -e .`)."
 

@@ -9,6 +9,13 @@ from typing import List
 
 import torch
 
+import kernel_pytorch as _package
+
+if getattr(_package, "_EXTENSION_PROBLEM", None) is not None:
+    # Every module of the device needs the compiled extension: say why it is missing and
+    # how to build it, rather than "cannot import name '_C'".
+    raise ImportError(f"kernel_pytorch.asic (the my_asic device) needs the compiled extension. {_package._EXTENSION_PROBLEM}")
+
 from kernel_pytorch.asic._lazy import _is_in_bad_fork, _lazy_call, _lazy_init, is_initialized
 from kernel_pytorch.asic.device import (
     current_device,

@@ -19,15 +19,32 @@ _noticed = False
 
 
 def my_asic_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
-    """torch.compile backend: AOT autograd graphs run through the my_asic dispatcher."""
+    """torch.compile backend: AOT autograd graphs run through the my_asic dispatcher.
+
+    Hand-written layers the kernel library fuses (RMSNorm) are replaced by its
+    ops first (compile_patterns.py).
+    """
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import default_partition
+
+    from kernel_pytorch.asic import compile_patterns
 
     def run_through_dispatcher(graph: torch.fx.GraphModule, _inputs):
         return make_boxed_func(graph.forward)
 
-    return aot_autograd(fw_compiler=run_through_dispatcher, bw_compiler=run_through_dispatcher)(
-        gm, example_inputs, **kwargs)
+    def run_inference_graph(graph: torch.fx.GraphModule, _inputs):
+        # Also called with the forward half of a training graph, already rewritten
+        # in the joint graph: the pattern is gone from it by then.
+        compile_patterns.rewrite_inference_graph(graph)
+        return make_boxed_func(graph.forward)
+
+    def partition(joint: torch.fx.GraphModule, joint_inputs, **partition_kwargs):
+        compile_patterns.rewrite_joint_graph(joint)
+        return default_partition(joint, joint_inputs, **partition_kwargs)
+
+    return aot_autograd(fw_compiler=run_inference_graph, bw_compiler=run_through_dispatcher,
+                        partition_fn=partition)(gm, example_inputs, **kwargs)
 
 
 # Inductor decides some things by device type where it means the kernel

@@ -1,11 +1,11 @@
 """Ordinary training runs on my_asic's native kernels, without the CPU fallback.
 
-With ``MY_ASIC_FALLBACK=raise`` any op that would fall back raises. An MLP, a
-CNN and a small Transformer are built, initialised and trained for a few steps
-under it; from the same initial weights and data the parameters must equal the
-CPU's. The native kernels are ATen's CPU kernels running on device memory
-(host-addressable runtime), so with the same intra-op thread count on both
-sides the results are the CPU's to the bit.
+With ``MY_ASIC_FALLBACK=raise`` any op that would fall back raises. The conformance
+kit's training models (a CNN, a tiny Llama), an MLP and a small Transformer are built,
+initialised and trained for a few steps under it; from the same initial weights and data
+the parameters must equal the CPU's. The native kernels are ATen's CPU kernels running on
+device memory (host-addressable runtime), so with the same intra-op thread count on both
+sides the results are the CPU's to the bit (the tiny Llama's kernel_pytorch ops to rounding).
 """
 
 import copy
@@ -15,6 +15,7 @@ import torch
 import torch.nn as nn
 
 from kernel_pytorch import asic
+from kernel_pytorch.asic.conformance import training
 
 pytestmark = pytest.mark.usefixtures("device_count")
 
@@ -23,18 +24,7 @@ STEPS = 3
 
 @pytest.fixture
 def one_intra_op_thread():
-    """Both sides compute with one intra-op thread.
-
-    Some CPU reductions (oneDNN's convolution gradients, say) sum in an order
-    that depends on the thread count, so bit-equal results need equal counts.
-    A backward on my_asic runs on the autograd engine's device thread, which
-    keeps its own count: a gradient hook sets it there.
-    """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    x = torch.zeros(1, device="my_asic", requires_grad=True)
-    x.register_hook(lambda grad: torch.set_num_threads(1))
-    (x * 1).sum().backward()
+    previous = training.one_intra_op_thread()
     try:
         yield
     finally:
@@ -62,39 +52,12 @@ class TinyTransformer(nn.Module):
         return self.head(self.encoder(self.embed(tokens)))
 
 
-def _mlp():
-    return nn.Sequential(nn.Linear(20, 64), nn.GELU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 5))
-
-
-def _cnn():
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1),
-        nn.BatchNorm2d(8),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 8, 3),
-        nn.Tanh(),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(8, 10),
-    )
-
-
-def _cross_entropy(logits, targets):
-    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
 CASES = {
-    # name: (model factory, batch factory, optimizer factory)
+    **training.CASES,  # name: (model factory, batch factory, optimizer factory)
     "mlp_sgd": (
-        _mlp,
+        lambda: nn.Sequential(nn.Linear(20, 64), nn.GELU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 5)),
         lambda g: (torch.randn(16, 20, generator=g), torch.randint(0, 5, (16,), generator=g)),
         lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-    ),
-    "cnn_adam": (
-        _cnn,
-        lambda g: (torch.randn(4, 3, 16, 16, generator=g), torch.randint(0, 10, (4,), generator=g)),
-        lambda p: torch.optim.Adam(p, lr=1e-3),
     ),
     # SGD: attention's key bias gets gradients that are zero up to rounding, and
     # Adam's normalisation would turn rounding differences into +-lr steps.
@@ -106,21 +69,14 @@ CASES = {
 }
 
 
-def _train(model, batch, make_optimizer, device):
-    model = model.to(device)
-    optimizer = make_optimizer(model.parameters())
-    inputs, targets = (t.to(device) for t in batch)
-    losses = []
-    for _ in range(STEPS):
-        optimizer.zero_grad()
-        loss = _cross_entropy(model(inputs), targets)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return model, losses
+# The tiny Llama trains like the CPU (the kit checks it) but not yet natively: its rotary
+# embedding's cos[positions] and causal mask fall back (aten::index.Tensor, tril, bitwise_not).
+NOT_YET_NATIVE = pytest.mark.xfail(strict=True, raises=NotImplementedError,
+                                   reason="aten::index.Tensor, tril and bitwise_not have no native kernel")
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=NOT_YET_NATIVE) if n == "tiny_llama_sgd" else n
+                                  for n in sorted(CASES)])
 def test_trains_like_the_cpu_without_any_fallback(name, raise_on_fallback, one_intra_op_thread):
     make_model, make_batch, make_optimizer = CASES[name]
     torch.manual_seed(0)
@@ -128,8 +84,8 @@ def test_trains_like_the_cpu_without_any_fallback(name, raise_on_fallback, one_i
     batch = make_batch(torch.Generator().manual_seed(1))
     asic.reset_fallback_stats()
 
-    cpu_model, cpu_losses = _train(copy.deepcopy(reference), batch, make_optimizer, "cpu")
-    dev_model, dev_losses = _train(copy.deepcopy(reference), batch, make_optimizer, "my_asic")
+    cpu_model, cpu_losses = training.train(copy.deepcopy(reference), batch, make_optimizer, "cpu", STEPS)
+    dev_model, dev_losses = training.train(copy.deepcopy(reference), batch, make_optimizer, "my_asic", STEPS)
 
     assert asic.fallback_stats() == {}
     assert dev_losses == pytest.approx(cpu_losses, rel=1e-5, abs=1e-6)

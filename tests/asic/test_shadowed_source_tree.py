@@ -70,3 +70,18 @@ def test_import_kernel_pytorch_without_extension_warns_and_keeps_the_hal(source_
     assert "'cpu'" in result.stdout
     assert "ImportError: kernel_pytorch was imported from" in result.stdout
     assert "RuntimeWarning" in result.stderr and "my_asic device is not registered" in result.stderr
+
+
+def test_importing_the_device_modules_without_extension_names_the_fix(source_tree_without_extension):
+    code = (
+        "import warnings; warnings.simplefilter('ignore')\n"
+        "try:\n"
+        "    import kernel_pytorch.asic.custom_device\n"
+        "except ImportError as error:\n"
+        "    print('ImportError:', error)\n"
+    )
+    result = _run(code, source_tree_without_extension)
+    assert result.returncode == 0, result.stderr
+    assert "ImportError: kernel_pytorch.asic (the my_asic device) needs the compiled extension." in result.stdout
+    assert "has no compiled extension" in result.stdout and "make setup" in result.stdout
+    assert "cannot import name" not in result.stdout

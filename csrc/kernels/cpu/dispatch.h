@@ -1,7 +1,10 @@
 // One table of kernel entry points per CPU ISA level (DispatchStub's shape):
 // each family header (rms_norm.h, silu.h, ...) defines its entry points in
-// kp::cpu::<level>, kernels_<level>.cpp compiles every family for its level,
-// and isa.cpp builds the tables of KP_CPU_KERNELS (kernels.h) and picks one.
+// kp::cpu::<level>; per_isa/<family>.cpp, its one translation unit, is
+// compiled once per level (build_support/native.py defines KP_CPU_CAPABILITY
+// as the level, the level's KP_VEC_* and passes its -m flags), so an edit of
+// one family recompiles only that family; isa.cpp builds the tables of
+// KP_CPU_KERNELS (kernels.h) and picks one.
 #pragma once
 
 #include "kernels/kernels.h"

@@ -1,9 +1,9 @@
 // Vec: a SIMD register of float lanes for one CPU ISA level, with loads and
 // stores from every storage type (float, bfloat16, float16). Included (by
-// common.h) in kernels_<isa>.cpp after defining KP_CPU_CAPABILITY (the
+// common.h) in per_isa/<family>.cpp, compiled with KP_CPU_CAPABILITY (the
 // namespace, so each level's code stays distinct for the linker) and one of
 // KP_VEC_AVX512, KP_VEC_AVX2 (else the portable version, which compilers
-// auto-vectorise).
+// auto-vectorise) defined by build_support/native.py.
 #pragma once
 
 #include <algorithm>

@@ -277,10 +277,8 @@ def _op_db(runtime, full, steps, require_kernels, bar, report, jobs):
     from kernel_pytorch.asic.conformance import op_db
 
     ops = op_db.all_op_ids(runtime) if full else list(op_db.REPRESENTATIVE)
-    chunk = 60 if full else None
-    if jobs > 1:  # about two chunks per job: slow chunks do not leave cores idle
-        chunk = max(1, min(chunk or len(ops), -(-len(ops) // (2 * jobs))))
-    results = op_db.run_ops(ops, runtime, chunk=chunk, progress=bar.section("op_db", len(ops)), jobs=jobs)
+    results = op_db.run_ops(ops, runtime, chunk=60 if full else None, progress=bar.section("op_db", len(ops)),
+                            jobs=jobs)  # fmt: skip
     known = op_db.EXPECTED_FAILURES
     sections = []
     for phase in ("forward", "backward"):
@@ -300,7 +298,7 @@ def _module_db(runtime, full, steps, require_kernels, bar, report, jobs):
     from kernel_pytorch.asic.conformance import module_db
 
     modules = module_db.all_module_ids(runtime) if full else list(module_db.REPRESENTATIVE)
-    results = module_db.run_modules(modules, runtime, inputs=1000 if full else 2,
+    results = module_db.run_modules(modules, runtime, inputs=1000 if full else 2, chunk=60 if full else None,
                                     progress=bar.section("module_db", len(modules)), jobs=jobs)  # fmt: skip
     return [SectionResult("module_db", results, BARS["module_db"])]
 

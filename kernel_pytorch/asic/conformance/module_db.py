@@ -14,16 +14,13 @@ It prints one JSON line per ModuleInfo: {"id": ..., "result": "pass" | "fail: ..
 
 import argparse
 import copy
-import json
-import subprocess
 import sys
 
 import torch
 import torch.utils._pytree as pytree
 
 import kernel_pytorch  # noqa: F401  (registers my_asic)
-from kernel_pytorch.asic.conformance.runner import emit, first_line, run_chunks
-from kernel_pytorch.asic.conformance.runtimes import python_command
+from kernel_pytorch.asic.conformance.runner import emit, emit_all, first_line, list_items, run_items
 
 DEVICE = "my_asic"
 RANDOM_MODULES = ("Dropout", "RReLU", "FractionalMaxPool", "AlphaDropout", "FeatureAlphaDropout")
@@ -108,7 +105,7 @@ def main(argv=None):
 
     by_id = {module_id(info): info for info in module_db}
     if args.items == "all":
-        print(json.dumps({"all": list(by_id)}), flush=True)
+        emit_all(by_id)
         return 0
     for name in args.items.split(","):
         info = by_id.get(name)
@@ -142,21 +139,14 @@ TIMEOUT_S = 1800
 
 def all_module_ids(runtime):
     """Every ModuleInfo name of module_db, listed by a child process."""
-    completed = subprocess.run(
-        python_command(WORKER) + ["--items", "all"], env=runtime.environment(), capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-    for line in completed.stdout.splitlines():
-        if line.startswith('{"all"'):
-            return json.loads(line)["all"]
-    raise RuntimeError(f"listing module_db failed (exit status {completed.returncode}): {completed.stderr.strip()[-500:]}")
+    return list_items(WORKER, runtime)
 
 
-def run_modules(modules, runtime, inputs=2, progress=None, jobs=1):
-    """``{module id: result}``: the module a child dies or hangs in is a crash, the rest go on.
-    ``jobs`` > 1 runs that many chunks of the modules side by side."""
-    part = run_chunks(WORKER, modules, runtime, ["--inputs", str(inputs)], chunk=None if jobs == 1 else
-                      max(1, -(-len(modules) // (2 * jobs))), jobs=jobs, timeout_s=TIMEOUT_S, progress=progress)
+def run_modules(modules, runtime, inputs=2, progress=None, chunk=None, jobs=1):
+    """``{module id: result}``: the module a child dies or hangs in is a crash, the rest go on
+    (``chunk`` modules per child process; default all in one; ``jobs`` chunks side by side)."""
+    part = run_items(WORKER, modules, runtime, ["--inputs", str(inputs)], timeout_s=TIMEOUT_S, progress=progress,
+                     chunk=chunk, jobs=jobs)  # fmt: skip
     return {module: entry["result"] for module, entry in part.items()}
 
 

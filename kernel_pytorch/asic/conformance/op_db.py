@@ -16,7 +16,6 @@ It prints one JSON line per OpInfo as soon as it is done:
 
 import argparse
 import json
-import subprocess
 import sys
 
 import torch
@@ -24,8 +23,7 @@ import torch.utils._pytree as pytree
 
 import kernel_pytorch  # noqa: F401  (registers my_asic)
 from kernel_pytorch.asic.conformance.op_db_known_failures import EXPECTED_FAILURES
-from kernel_pytorch.asic.conformance.runner import run_chunks
-from kernel_pytorch.asic.conformance.runtimes import python_command
+from kernel_pytorch.asic.conformance.runner import emit_all, first_line, list_items, run_items
 
 DEVICE = "my_asic"
 
@@ -146,8 +144,7 @@ def outcome(check, *args):
         check(*args)
         return "pass"
     except Exception as e:  # a failure is data here, reported per op
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return f"fail: {type(e).__name__}: {first[:300]}"
+        return "fail: " + first_line(e)
 
 
 def main(argv=None):
@@ -169,7 +166,7 @@ def main(argv=None):
     dtype = getattr(torch, args.dtype)
     by_id = {op_id(op): op for op in op_db}
     if args.items == "all":
-        print(json.dumps({"all": list(by_id)}), flush=True)
+        emit_all(by_id)
         return 0
     for name in args.items.split(","):
         op = by_id.get(name)
@@ -219,31 +216,20 @@ CHUNK_TIMEOUT_S = 1800
 
 def all_op_ids(runtime):
     """Every OpInfo id of op_db (name or name.variant), listed by a child process."""
-    completed = subprocess.run(
-        python_command(WORKER) + ["--items", "all"], env=runtime.environment(), capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-    for line in completed.stdout.splitlines():
-        if line.startswith('{"all"'):
-            return json.loads(line)["all"]
-    raise RuntimeError(f"listing op_db failed (exit status {completed.returncode}): {completed.stderr.strip()[-500:]}")
+    return list_items(WORKER, runtime)
 
 
 def run_ops(ops, runtime, backward=True, dtype="float32", samples=3, chunk=None, progress=None, jobs=1):
     """``{op id: {"forward": result, "backward": result}}`` for ``ops`` on ``runtime``.
 
-    Chunks of ops run in child processes, ``jobs`` chunks side by side; an op a child
-    dies in (or hangs in) is reported as a crash for both phases and the rest goes on
-    in a fresh process.
+    Chunks of ops run in child processes; an op a child dies in (or hangs in) is
+    reported as a crash for both phases and the rest goes on in a fresh process.
     """
     args = ["--dtype", dtype, "--samples", str(samples)] + (["--backward"] if backward else [])
-    results = {}
-    for op, entry in run_chunks(WORKER, ops, runtime, args, chunk=chunk, jobs=jobs, timeout_s=CHUNK_TIMEOUT_S,
-                                progress=progress).items():  # fmt: skip
-        if entry.get("crash"):
-            entry = {"id": op, "forward": entry["result"], "backward": entry["result"]}
-        results[op] = entry
-    return results
+    results = run_items(WORKER, ops, runtime, args, timeout_s=CHUNK_TIMEOUT_S, progress=progress, chunk=chunk,
+                        jobs=jobs)  # fmt: skip
+    return {op: {"id": op, "forward": e["result"], "backward": e["result"]} if e.get("crash") else e
+            for op, e in results.items()}
 
 
 def failures(results, mode):

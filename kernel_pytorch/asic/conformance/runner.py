@@ -34,6 +34,8 @@ def run_items(
     args: Sequence[str] = (),
     timeout_s: float = 600.0,
     progress: Optional[Callable[[str, dict], None]] = None,
+    chunk: Optional[int] = None,
+    jobs: int = 1,
 ) -> Dict[str, dict]:
     """``{item id: result dict}`` for every item, crashes and hangs included.
 
@@ -44,7 +46,50 @@ def run_items(
         args: further worker arguments.
         timeout_s: seconds one child may run before it is killed (a hang is a crash).
         progress: called with (item id, result) as each result arrives.
+        chunk: items per child process (default: all in one, or about two chunks per
+            job); a long sweep in chunks keeps each child's time (and timeout_s) bounded.
+        jobs: chunks run side by side, each in its own child processes (CPU cores).
     """
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1 (got {jobs})")
+    items = list(items)
+    if jobs > 1:  # about two chunks per job, so one slow chunk does not leave cores idle
+        chunk = max(1, min(chunk or len(items), -(-len(items) // (2 * jobs))))
+    chunk = chunk or len(items) or 1
+    parts = [items[start:start + chunk] for start in range(0, len(items), chunk)]
+    lock = threading.Lock()
+
+    def report(item, entry):  # progress callbacks need not be thread-safe: one at a time
+        if progress:
+            with lock:
+                progress(item, entry)
+
+    def run(part):
+        return _run_chunk(worker, part, runtime, args, timeout_s, report)
+
+    if jobs == 1 or len(parts) <= 1:
+        done = [run(part) for part in parts]
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(run, parts))
+    results: Dict[str, dict] = {}
+    for part in done:
+        results.update(part)
+    return {item: results[item] for item in items}
+
+
+def list_items(worker: str, runtime: RuntimeUnderTest) -> List[str]:
+    """Every item id ``worker`` knows (``--items all``), listed by a child process."""
+    completed = subprocess.run(python_command(worker) + ["--items", "all"], env=runtime.environment(),
+                               capture_output=True, text=True, timeout=600)  # fmt: skip
+    for line in completed.stdout.splitlines():
+        if line.startswith('{"all"'):
+            return json.loads(line)["all"]
+    raise RuntimeError(f"listing the items of {worker} failed (exit status {completed.returncode}): "
+                       f"{completed.stderr.strip()[-500:]}")  # fmt: skip
+
+
+def _run_chunk(worker, items, runtime, args, timeout_s, progress):
     results: Dict[str, dict] = {}
     pending: List[str] = list(items)
     crashes, any_finished = 0, False
@@ -74,48 +119,7 @@ def run_items(
                     "result": f"not run: the worker crashed {crashes} times without finishing any item (last: {crash['result'][:200]})",
                 }  # fmt: skip
             break
-    return {item: results[item] for item in items}
-
-
-def run_chunks(
-    worker: str,
-    items: Sequence[str],
-    runtime: RuntimeUnderTest,
-    args: Sequence[str] = (),
-    chunk: Optional[int] = None,
-    jobs: int = 1,
-    timeout_s: float = 600.0,
-    progress: Optional[Callable[[str, dict], None]] = None,
-) -> Dict[str, dict]:
-    """:func:`run_items` over chunks of ``items``, ``jobs`` chunks at a time.
-
-    Each chunk runs in its own child processes (a crash costs only its chunk a fresh
-    process); with ``jobs`` > 1 chunks run side by side, on as many CPU cores. ``chunk``
-    None: one chunk, or one per job. Returns the results in the order of ``items``.
-    """
-    if jobs < 1:
-        raise ValueError(f"jobs must be >= 1 (got {jobs})")
-    items = list(items)
-    if chunk is None:
-        chunk = -(-len(items) // jobs) if items else 1
-    parts = [items[start:start + chunk] for start in range(0, len(items), max(1, chunk))]
-    lock = threading.Lock()
-
-    def report(item, entry):  # progress callbacks are not thread-safe: one at a time
-        if progress:
-            with lock:
-                progress(item, entry)
-
-    def run(part):
-        return run_items(worker, part, runtime, args, timeout_s=timeout_s, progress=report)
-
-    if jobs == 1 or len(parts) <= 1:
-        done = [run(part) for part in parts]
-    else:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            done = list(pool.map(run, parts))
-    merged = {item: entry for part in done for item, entry in part.items()}
-    return {item: merged[item] for item in items}
+    return results
 
 
 def _run_child(worker, items, runtime, args, timeout_s):
@@ -146,6 +150,11 @@ def first_line(error: BaseException) -> str:
     text = str(error).strip()
     first = text.splitlines()[0] if text else ""
     return f"{type(error).__name__}: {first[:300]}"
+
+
+def emit_all(item_ids) -> None:
+    """Prints a worker's answer to ``--items all``: every item id it knows (read by list_items)."""
+    print(json.dumps({"all": list(item_ids)}), flush=True)
 
 
 def emit(item_id: str, result: str, **extra) -> None:

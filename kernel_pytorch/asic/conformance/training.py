@@ -77,15 +77,19 @@ def train(model, batch, make_optimizer, device, steps):
 
 
 def one_intra_op_thread():
-    """Both sides compute with one intra-op thread, so CPU reductions sum alike.
+    """Both sides compute with one intra-op thread, so CPU reductions sum alike; returns
+    the calling thread's previous count.
 
-    A backward on my_asic runs on the autograd engine's device thread, which keeps
-    its own count: a gradient hook sets it there.
+    Some CPU reductions (oneDNN's convolution gradients, say) sum in an order that
+    depends on the thread count. A backward on my_asic runs on the autograd engine's
+    device thread, which keeps its own count: a gradient hook sets it there.
     """
+    previous = torch.get_num_threads()
     torch.set_num_threads(1)
     x = torch.zeros(1, device=DEVICE, requires_grad=True)
     x.register_hook(lambda grad: torch.set_num_threads(1))
     (x * 1).sum().backward()
+    return previous
 
 
 def check(name, steps):

@@ -1,0 +1,2 @@
+// attention.h at one ISA level: compiled once per level (see dispatch.h).
+#include "kernels/cpu/attention.h"

@@ -1,0 +1,2 @@
+// rope.h at one ISA level: compiled once per level (see dispatch.h).
+#include "kernels/cpu/rope.h"

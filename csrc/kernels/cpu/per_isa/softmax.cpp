@@ -1,0 +1,2 @@
+// softmax.h at one ISA level: compiled once per level (see dispatch.h).
+#include "kernels/cpu/softmax.h"
