@@ -26,8 +26,18 @@ its GFLOP/s column is the meaningful one). Ratios: ``x eager`` and
 bandwidth as a fraction of clone's, ``asic/cpu`` is my_asic time / cpu time.
 
     python benchmarks/kernels.py [--device cpu|my_asic|all] [--quick] [--output kernels.json]
+    python benchmarks/kernels.py --device cpu --threads-sweep      # 1, 4 and all cores
+    python benchmarks/kernels.py --device cpu --threads 1,4,16 --no-compile
 
 ``--quick`` runs small shapes in float32 (a smoke run, well under a minute).
+
+Scaling with threads (``--threads 1,4,16`` or ``--threads-sweep``): every case
+is measured at each thread count (``torch.set_num_threads``, which governs
+eager, compile, clone and ours alike), and a last table puts, per op, ours'
+fraction of clone's bandwidth and its speed-up over PyTorch side by side for
+each thread count, against the scaling targets (issue 20): the memory-bound
+ops and matmul_vec >= 0.85x clone at every thread count; decode_attention
+>= 0.7x clone and >= 1x SDPA; bfloat16 prefill >= 1.5x SDPA.
 
 CPU memory: glibc returns every block over 32 MB to the OS when it is freed,
 so an op whose output is that large page-faults all of it in again on every
@@ -121,6 +131,7 @@ def make_cases(quick):
     inter = 1376 if quick else 11008
     seq, heads, kv_heads, head_dim = (256, 8, 2, 64) if quick else (2048, 32, 8, 128)
     cache = 512 if quick else 4096
+    long_cache = 16384  # the second cache length of the scaling targets (not in --quick)
     prefill_t = 256 if quick else 2048
     mv = 1024 if quick else 4096
 
@@ -153,7 +164,7 @@ def make_cases(quick):
         x = torch.randn(n, hidden, dtype=dtype)
         return dict(inputs=(x,), eager=eager_softmax, ours=lambda x: OPS.softmax(x, -1), bytes=2 * x.numel() * _elt(dtype))
 
-    def decode(batch):
+    def decode(batch, cache=cache):
         def build(dtype):
             q = torch.randn(batch, heads, head_dim, dtype=dtype)
             k = torch.randn(batch, kv_heads, cache, head_dim, dtype=dtype)
@@ -186,6 +197,9 @@ def make_cases(quick):
         ("softmax", f"{n}x{hidden} (last dim)", softmax),
         ("decode_attention", f"B=1 H={heads} Hkv={kv_heads} T={cache} D={head_dim}", decode(1)),
         ("decode_attention", f"B=8 H={heads} Hkv={kv_heads} T={cache} D={head_dim}", decode(8)),
+        *([] if quick else [
+            (f"decode_attention", f"B={b} H={heads} Hkv={kv_heads} T={long_cache} D={head_dim}",
+             decode(b, long_cache)) for b in (1, 8)]),
         ("prefill_attention", f"B=1 H={heads} Hkv={kv_heads} T={prefill_t} D={head_dim} causal", prefill),
         ("matmul_vec", f"{mv}x{mv}", matvec),
     ]
@@ -370,6 +384,75 @@ def check_targets(r, ratios):
     return t
 
 
+def parse_thread_counts(text):
+    """``"1,4,all"`` -> ``[1, 4, cores]`` (sorted, no repeats); None stays None (torch's default)."""
+    if text is None:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    counts = set()
+    for part in str(text).split(","):
+        part = part.strip()
+        if part == "all":
+            counts.add(cores)
+        elif part.isdigit() and int(part) > 0:
+            counts.add(int(part))
+        else:
+            raise ValueError(f"--threads: {part!r} is not a positive thread count or 'all'")
+    return sorted(counts)
+
+
+# The scaling targets (issue 20): ours' fraction of clone's bandwidth at every
+# thread count for the memory-bound kernels, and against PyTorch's best CPU path
+# (eager SDPA) for attention.
+SCALING_CLONE_FRACTION = 0.85
+DECODE_CLONE_FRACTION = 0.7
+PREFILL_BF16_VS_SDPA = 1.5
+
+
+def check_scaling_targets(r, ratios):
+    """The scaling targets that apply to this row: name -> met (bool)."""
+    t = {}
+    if "ours_fraction_of_clone_bandwidth" not in ratios:
+        return t
+    clone, eager = ratios["ours_fraction_of_clone_bandwidth"], ratios["ours_vs_eager_speedup"]
+    if r["op"] in MEMORY_BOUND or r["op"] == "matmul_vec":
+        t[f">={SCALING_CLONE_FRACTION:g}x clone"] = clone >= SCALING_CLONE_FRACTION
+    elif r["op"] == "decode_attention" and r["dtype"] == "bfloat16":
+        t[f">={DECODE_CLONE_FRACTION:g}x clone"] = clone >= DECODE_CLONE_FRACTION
+        t[">=1x SDPA"] = eager >= 1.0
+    elif r["op"] == "prefill_attention" and r["dtype"] == "bfloat16":
+        t[f">={PREFILL_BF16_VS_SDPA:g}x SDPA"] = eager >= PREFILL_BF16_VS_SDPA
+    return t
+
+
+def scaling_misses(results):
+    """[op, shape, dtype, threads, target] for every scaling target missed (medians)."""
+    return [[r["op"], r["shape"], r["dtype"], r.get("threads"), k]
+            for r in results for k, ok in r.get("scaling_targets", {}).items() if not ok]
+
+
+def print_scaling_table(results, out=sys.stdout):
+    """One row per op, shape and dtype; per thread count: of clone / x PyTorch; then the targets missed."""
+    counts = sorted({r["threads"] for r in results})
+    rows = {}
+    for r in results:
+        rows.setdefault((r["op"], r["shape"], r["dtype"]), {})[r["threads"]] = r
+    header = f"{'op':<19}{'shape':<44}{'dtype':<9}" + "".join(f"{f'{n} thr':>16}" for n in counts) + "  missed"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for (op, shape, dtype), by_threads in rows.items():
+        cells, misses = "", []
+        for n in counts:
+            r = by_threads.get(n)
+            if r is None or "ours_fraction_of_clone_bandwidth" not in r["ratios"]:
+                cells += f"{'-':>16}"
+                continue
+            ratios = r["ratios"]
+            cells += f"{ratios['ours_fraction_of_clone_bandwidth']:>9.2f} /{ratios['ours_vs_eager_speedup']:>5.2f}x"
+            misses += [f"{k} @{n}" for k, ok in r["scaling_targets"].items() if not ok]
+        print(f"{op:<19}{shape[:43]:<44}{dtype:<9}{cells}  {', '.join(misses) if misses else '-'}", file=out)
+
+
 # ----------------------------------------------------------------- output
 
 def _num(v, width, precision=2, suffix=""):
@@ -380,12 +463,12 @@ def _num(v, width, precision=2, suffix=""):
 
 def print_min_ratios(results, out=sys.stdout):
     """The ratios again from each variant's fastest call (less sensitive to other processes)."""
-    print(f"{'op':<19}{'shape':<44}{'dtype':<9}{'x eager':>9}{'x comp':>8}{'of clone':>9}{'asic/cpu':>9}"
+    print(f"{'op':<19}{'shape':<44}{'dtype':<9}{'thr':>4}{'x eager':>9}{'x comp':>8}{'of clone':>9}{'asic/cpu':>9}"
           f"  missed targets", file=out)
     for r in results:
         ratios = r["ratios_from_min"]
         misses = [k for k, ok in r["targets_from_min"].items() if not ok]
-        print(f"{r['op']:<19}{r['shape'][:43]:<44}{r['dtype']:<9}"
+        print(f"{r['op']:<19}{r['shape'][:43]:<44}{r['dtype']:<9}{r.get('threads', ''):>4}"
               f"{_num(ratios.get('ours_vs_eager_speedup'), 9, 2, 'x')}"
               f"{_num(ratios.get('ours_vs_compile_speedup'), 8, 2, 'x')}"
               f"{_num(ratios.get('ours_fraction_of_clone_bandwidth'), 9, 2)}"
@@ -429,9 +512,12 @@ def machine_info():
                     break
     except OSError:
         pass
+    llc = kops._C._kp_streaming_stores_min_bytes() if hasattr(kops, "_C") else None
     return {"cpu": model, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "streaming_stores_min_bytes": llc,
             "torch": torch.__version__, "python": platform.python_version(), "backend_info": kops.backend_info(),
-            "environment": {k: os.environ[k] for k in ("KP_CPU_ISA", "KP_NUM_THREADS", "OMP_NUM_THREADS")
+            "environment": {k: os.environ[k] for k in ("KP_CPU_ISA", "KP_NUM_THREADS", "OMP_NUM_THREADS",
+                                                                      "KP_STREAMING_STORES_MIN_BYTES")
                             if k in os.environ}}
 
 
@@ -444,13 +530,19 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small shapes, float32, short timing (smoke run)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (its warm-up is slow)")
     parser.add_argument("--seconds", type=float, default=None, help="timing budget per variant per case (s)")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    parser.add_argument("--threads", default=None,
+                        help="thread count(s) for torch.set_num_threads: N, or a list such as 1,4,16 "
+                             "('all' = every core this process may use); default: torch's")
+    parser.add_argument("--threads-sweep", action="store_true",
+                        help="the same as --threads 1,4,all: the scaling table (see above)")
     parser.add_argument("--cpu-allocator", choices=["cached", "system"], default="cached",
                         help="cached: keep freed CPU memory for reuse, as my_asic's allocator does (see above)")
     parser.add_argument("--output", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    try:
+        thread_counts = parse_thread_counts("1,4,all" if args.threads_sweep else args.threads)
+    except ValueError as e:
+        parser.error(str(e))
     allocator = args.cpu_allocator
     if allocator == "cached" and not keep_freed_memory():
         allocator = "system (mallopt unavailable)"
@@ -471,28 +563,42 @@ def main(argv=None):
 
     torch.manual_seed(0)
     load_before = os.getloadavg()
-    progress = Progress(len(cases) * len(dtypes) * (2 if use_compile else 1))
+    progress = Progress(len(cases) * len(dtypes) * (2 if use_compile else 1) * len(thread_counts or [None]))
     results = []
     start = time.perf_counter()
-    for dtype in dtypes:
-        for op, shape, build in cases:
-            results.append(run_case(op, shape, build, dtype, devices, use_compile, target_s, progress))
+    for threads in thread_counts or [None]:
+        if threads is not None:
+            torch.set_num_threads(threads)
+        for dtype in dtypes:
+            for op, shape, build in cases:
+                r = run_case(op, shape, build, dtype, devices, use_compile, target_s, progress)
+                r["threads"] = torch.get_num_threads()
+                r["scaling_targets"] = check_scaling_targets(r, r["ratios"])
+                results.append(r)
     progress.close()
     wall = time.perf_counter() - start
 
     info = machine_info()
     info["load_average_before_after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
     info["cpu_allocator"] = allocator
+    thread_text = ", ".join(str(n) for n in sorted({r["threads"] for r in results}))
     print(f"kernel_pytorch.ops benchmark on {info['cpu']} ({info['logical_cores']} logical cores, "
-          f"torch {info['torch']}, {info['torch_threads']} threads); cpu kernels: {info['backend_info']['cpu']}; "
+          f"torch {info['torch']}, {thread_text} thread(s)); cpu kernels: {info['backend_info']['cpu']}; "
           f"cpu allocator: {allocator}")
     print(f"1-minute load average before/after: {info['load_average_before_after']} "
           f"(above the core count, other processes shared the CPU and the figures are noisy)")
     print(f"median ms per call; GB/s = (bytes read + written) / time; x eager / x comp = speed-up of ours; "
           f"of clone = ours' bandwidth / clone's; asic/cpu = my_asic time / cpu time; fallbk = my_asic fallback calls\n")
-    print_table(results)
+    for threads in sorted({r["threads"] for r in results}):
+        if len(thread_counts or []) > 1:
+            print(f"\n{threads} thread(s):")
+        print_table([r for r in results if r["threads"] == threads])
     print("\nratios from the fastest call of each variant:")
     print_min_ratios(results)
+    if len(thread_counts or []) > 1:
+        print("\nscaling with threads (medians): of clone / x PyTorch (eager; SDPA for attention) "
+              "at each thread count, and the scaling targets missed")
+        print_scaling_table(results)
     misses = [(r["op"], r["shape"], r["dtype"], k) for r in results for k, ok in r["targets"].items() if not ok]
     misses_min = [(r["op"], r["shape"], r["dtype"], k) for r in results
                   for k, ok in r["targets_from_min"].items() if not ok]
@@ -500,6 +606,8 @@ def main(argv=None):
     if args.output:
         with open(args.output, "w") as f:
             json.dump({"machine": info, "quick": args.quick, "devices": sorted(devices), "wall_s": wall,
+                       "thread_counts": sorted({r["threads"] for r in results}),
+                       "scaling_targets_missed": scaling_misses(results),
                        "results": results, "missed_targets": [list(m) for m in misses],
                        "missed_targets_from_min": [list(m) for m in misses_min]}, f, indent=1)
         print(f"wrote {args.output}")

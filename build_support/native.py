@@ -49,6 +49,8 @@ CPU_LEVELS = {
     "avx512": "-DKP_VEC_AVX512=1 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c",
     "avx512_bf16": ("-DKP_VEC_AVX512=1 -DKP_VEC_AVX512_BF16=1 "
                     "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx2 -mfma -mf16c"),
+    "amx": ("-DKP_VEC_AVX512=1 -DKP_VEC_AVX512_BF16=1 -DKP_CPU_AMX=1 "
+            "-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mamx-tile -mamx-bf16 -mavx2 -mfma -mf16c"),
 }
 # csrc/runtime/<folder>: (library, links the CPU kernel library, link flags).
 RUNTIMES = {

@@ -190,6 +190,18 @@ at::Tensor adopt_sparse(DeviceAdopter& adopter, const at::Tensor& r, c10::Device
       adopter.adopt(compressed), adopter.adopt(plain), adopter.adopt(r.values()), r.sizes(), options);
 }
 
+// A quantized result (quantize_per_tensor, say) cannot become a my_asic
+// tensor: it needs a quantizer and QuantizedPrivateUse1 kernels, which my_asic
+// does not have (views_and_factories.cpp). Refuse it with the fix, rather
+// than hand back a tensor of a quantized dtype that every later op rejects.
+void check_result_not_quantized(const c10::OperatorHandle& op, const at::Tensor& r) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !r.defined() || !r.is_quantized(), "my_asic cannot hold quantized tensors: ", op.schema().name(),
+      " would return a ", r.scalar_type(), " tensor, and my_asic has no quantized kernels "
+      "(QuantizedPrivateUse1). Quantize on the CPU (torch.quantize_per_tensor(x.cpu(), ...)) and keep the "
+      "quantized tensor there, or move its integer representation (q.int_repr()) to my_asic.");
+}
+
 // cpu_fallback copies each device tensor with .cpu(), which makes an
 // expanded (stride-0) operand dense. The CPU kernel then lays its output out
 // after that dense copy, where the meta function, seeing the stride 0,
@@ -276,6 +288,7 @@ void run_in_place_on_device(const c10::OperatorHandle& op, torch::jit::Stack* st
   const size_t num_returns = schema.returns().size();
   const size_t rbegin = stack->size() - num_returns;
   auto to_device = [&](const at::Tensor& r) -> at::Tensor {
+    check_result_not_quantized(op, r);
     if (r.defined() && r.layout() != c10::kStrided) {
       return adopt_sparse(adopter, r, device);
     }
@@ -334,6 +347,9 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t rbegin = stack->size() - schema.returns().size();
   for (size_t i = rbegin; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      check_result_not_quantized(op, v.toTensor());
+    }
     if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu() &&
         v.toTensor().layout() == c10::kStrided) {
       v = c10::IValue(v.toTensor().to(c10::Device(c10::DeviceType::PrivateUse1, device)));

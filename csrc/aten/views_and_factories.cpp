@@ -21,6 +21,18 @@ namespace {
 
 const c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
 
+// Quantized dtypes need a quantizer (QTensorImpl) and QuantizedPrivateUse1
+// kernels, which my_asic does not register: a plain tensor of such a dtype
+// would look quantized to nothing and fail in every later op, so it is refused
+// here (the CPU fallback allocates its results through these factories).
+void check_not_quantized(std::optional<c10::ScalarType> dtype) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !dtype.has_value() || !c10::isQIntType(*dtype), "my_asic cannot hold quantized tensors (", *dtype,
+      "): it has no quantized kernels (QuantizedPrivateUse1). Quantize and dequantize on the CPU "
+      "(torch.quantize_per_tensor(x.cpu(), ...)), or keep the integer representation (q.int_repr()) on "
+      "my_asic.");
+}
+
 c10::DeviceIndex target_index(std::optional<c10::Device> device) {
   if (!device.has_value() || !device->has_index()) {
     return current_device();
@@ -39,6 +51,7 @@ at::Tensor empty_memory_format(
   TORCH_CHECK(
       !layout.has_value() || *layout == c10::kStrided,
       "my_asic supports only strided tensors, got layout ", *layout);
+  check_not_quantized(dtype);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, target_index(device)));
   return at::detail::empty_generic(
       size, &device_allocator(), kKeys, c10::dtype_or_default(dtype), memory_format);
@@ -54,6 +67,7 @@ at::Tensor empty_strided(
   TORCH_CHECK(
       !layout.has_value() || *layout == c10::kStrided,
       "my_asic supports only strided tensors, got layout ", *layout);
+  check_not_quantized(dtype);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, target_index(device)));
   return at::detail::empty_strided_generic(
       size, stride, &device_allocator(), kKeys, c10::dtype_or_default(dtype));

@@ -334,6 +334,10 @@ MyAsicDeviceAllocator& device_allocator();
 // watch per device; an empty fn removes it.
 void set_usage_watch(c10::DeviceIndex device, size_t threshold_bytes, std::function<void(size_t, size_t)> fn);
 
+// The most this process may reserve on `device`, in bytes (SIZE_MAX: no cap):
+// the smaller of MY_ASIC_ALLOC_CONF's max_pool_size_mb and the memory fraction.
+size_t device_pool_limit(c10::DeviceIndex device);
+
 // Grows or shrinks a device storage to `nbytes`, keeping the leading bytes
 // (Tensor.resize_, UntypedStorage.resize_).
 void resize_device_storage(c10::StorageImpl* storage, size_t nbytes);

@@ -75,7 +75,10 @@ struct MyAsicGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // no dtype restrictions (a kernel a device lacks runs on the CPU fallback),
   // so an existing device supports the scalar types the CPU reports, less the
   // quantized ones: quantized tensors need QuantizedPrivateUse1 kernels,
-  // which kernel_pytorch does not provide.
+  // which kernel_pytorch does not provide (the factories and the CPU fallback
+  // refuse quantized results with that reason). For comparison, torch 2.13's
+  // CUDA guard reports no capability at all, and XPU's and MPS's list no
+  // quantized dtype; OpenReg's returns the all-dtypes default.
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     check_device_index(index_or_current(d));
     c10::DeviceCapability cap;

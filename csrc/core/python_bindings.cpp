@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include "core/core.h"
+#include "allocator_config.h"
 #include "error_handler.h"
 
 namespace kernel_pytorch {
@@ -44,6 +45,23 @@ py::dict memory_stats_dict(c10::DeviceIndex index) {
   d["num_ooms"] = stats.num_ooms;
   d["num_device_alloc"] = stats.num_device_alloc;
   d["num_device_free"] = stats.num_device_free;
+  auto add_stat = [&](const char* name, const c10::CachingAllocator::Stat& st) {
+    d[py::str(std::string(name) + ".current")] = st.current;
+    d[py::str(std::string(name) + ".peak")] = st.peak;
+    d[py::str(std::string(name) + ".allocated")] = st.allocated;
+    d[py::str(std::string(name) + ".freed")] = st.freed;
+  };
+  add_stat("oversize_allocations", stats.oversize_allocations);
+  add_stat("oversize_segments", stats.oversize_segments);
+  d["max_split_size"] = stats.max_split_size; // -1: no cap, as torch.cuda reports it
+  // The allocator's settings (MY_ASIC_ALLOC_CONF): bytes, -1 where there is no cap.
+  const auto settings = allocator_settings();
+  const size_t limit = device_pool_limit(index);
+  d["max_pool_size"] = settings.max_pool_size == kNoLimit ? -1 : static_cast<int64_t>(settings.max_pool_size);
+  d["pool_limit"] = limit == kNoLimit ? -1 : static_cast<int64_t>(limit);
+  d["initial_pool_size"] = settings.initial_pool_size;
+  d["growth_factor"] = settings.growth_factor;
+  d["garbage_collection_threshold"] = settings.garbage_collection_threshold;
   return d;
 }
 
@@ -141,6 +159,8 @@ void init_core_bindings(py::module_& m) {
   m.def("_set_usage_watch", [](int64_t i, size_t threshold_bytes, py::object fn) {
     set_usage_watch_py(device_arg(i), threshold_bytes, std::move(fn));
   });
+  m.def("_set_allocator_settings", [](const std::string& conf) { set_allocator_settings(conf); });
+  m.def("_get_allocator_settings", [] { return allocator_settings_string(); });
   m.def("_set_memory_fraction", [](double f, int64_t i) { device_allocator().setMemoryFraction(f, device_arg(i)); });
   m.def("_get_memory_fraction", [](int64_t i) { return device_allocator().getMemoryFraction(device_arg(i)); });
   m.def("_get_default_generator", [](int64_t i) {

@@ -21,14 +21,16 @@
 namespace kp {
 
 // kAvx512Bf16: AVX-512 plus the AVX512-BF16 dot products (bfloat16 attention).
-enum class CpuIsa : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3 };
+// kAmx: that plus AMX tiles (AMX-TILE, AMX-BF16) for bfloat16 decode q.k; needs
+// the kernel's permission for tile data (Linux 5.16+, asked for once).
+enum class CpuIsa : int { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Bf16 = 3, kAmx = 4 };
 
 const char* isa_name(CpuIsa isa);
 // The highest level this CPU and this build can run.
 CpuIsa best_supported_isa();
 // The level the kernels use now (KP_CPU_ISA, else the best supported).
 CpuIsa active_isa();
-// Switches the level ("generic", "avx2", "avx512", "avx512_bf16" or "auto"). Returns false and
+// Switches the level ("generic", "avx2", "avx512", "avx512_bf16", "amx" or "auto"). Returns false and
 // explains in *error when the name is unknown or the CPU cannot run it.
 bool set_active_isa(const std::string& name, std::string* error);
 

@@ -74,6 +74,29 @@ def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
     return _C._get_memory_fraction(_device_index(device))
 
 
+def _set_allocator_settings(settings: str) -> None:
+    """Changes the caching allocator's settings at run time, in MY_ASIC_ALLOC_CONF's syntax.
+
+    ``settings`` is ``"key:value,key:value"`` (as for PYTORCH_CUDA_ALLOC_CONF and
+    torch.cuda.memory._set_allocator_settings). Keys: ``max_pool_size_mb`` (MiB this
+    process may reserve per device; 0 = no cap), ``initial_pool_size_mb`` (MiB reserved
+    at a device's next allocation), ``growth_factor`` (>= 1: a new large segment is at
+    least (factor - 1) x the reserved bytes), ``max_split_size_mb`` (>= 20 MiB: cached
+    blocks above it are never split) and ``garbage_collection_threshold`` (in (0, 1):
+    cached segments go back to the runtime before reserved memory passes this fraction
+    of the pool limit). Keys it names change; the others keep their values. Invalid
+    settings raise ValueError and change nothing. docs/environment.md has the details.
+    """
+    if not isinstance(settings, str):
+        raise TypeError(f"_set_allocator_settings expects a 'key:value,...' string, got {type(settings).__name__}")
+    _C._set_allocator_settings(settings)
+
+
+def _get_allocator_settings() -> str:
+    """The allocator settings that differ from the defaults, as 'key:value,...'."""
+    return _C._get_allocator_settings()
+
+
 # The memory monitor's allocation-path watches (hardware_abstraction.MemoryMonitor):
 # per device, C++ calls one dispatcher when an allocation that took new device
 # memory leaves use at or above the lowest watched fraction.

@@ -194,6 +194,10 @@ class MemoryMonitor:
         if self.running:
             return self
         self._stop.clear()
+        # The first sample is taken here, on the caller's thread: a sampler thread
+        # starting with a sample would compete for the GIL with the code that just
+        # started the monitor (on a loaded machine each hand-over costs a time slice).
+        self._sample()
         self._thread = threading.Thread(target=self._run, name=f"MemoryMonitor({self.device})", daemon=True)
         self._thread.start()
         self._attach_allocation_hook()
@@ -207,13 +211,15 @@ class MemoryMonitor:
             self._thread.join()
             self._thread = None
 
+    def _sample(self) -> None:
+        try:
+            self.check("timer")
+        except Exception:  # noqa: BLE001 -- a monitor must not die on one bad sample
+            LOGGER.exception("MemoryMonitor(%s): sampling failed", self.device)
+
     def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.check("timer")
-            except Exception:  # noqa: BLE001 -- a monitor must not die on one bad sample
-                LOGGER.exception("MemoryMonitor(%s): sampling failed", self.device)
-            self._stop.wait(self.interval_s)
+        while not self._stop.wait(self.interval_s):
+            self._sample()
 
     def _attach_allocation_hook(self) -> None:
         if self.device.type != "my_asic":

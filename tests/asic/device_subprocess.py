@@ -28,6 +28,8 @@ DEVICE_ENVIRONMENT_VARIABLES = (
     "MY_ASIC_OVERCOMMIT",
     "MY_ASIC_FALLBACK",
     "MY_ASIC_RUNTIME",
+    "MY_ASIC_ALLOC_CONF",
+    "PYTORCH_ALLOC_CONF",
     "TORCH_DEVICE_BACKEND_AUTOLOAD",
     # Deprecated names the runtime still reads (docs/environment.md).
     "MYASIC_DEVICE_COUNT",

@@ -21,8 +21,18 @@ def test_capability_lists_the_dtypes_my_asic_tensors_support(device):
 
 
 def test_quantized_dtypes_are_not_claimed():
+    # my_asic cannot create quantized tensors (no QuantizedPrivateUse1 kernels),
+    # so the capability does not list them; CUDA in torch 2.13 reports no
+    # capability at all, XPU and MPS list no quantized dtype either.
     dtypes = torch.accelerator.get_device_capability("my_asic")["supported_dtypes"]
     assert not QUANTIZED & dtypes
+
+
+def test_quantizing_a_my_asic_tensor_is_refused_with_the_fix_instead_of_a_broken_tensor():
+    x = torch.randn(3, device="my_asic")
+    with pytest.raises(NotImplementedError, match=r"cannot hold quantized tensors: aten::quantize_per_tensor.*CPU"):
+        torch.quantize_per_tensor(x, 0.1, 10, torch.qint8)
+    assert (x + 1).device.type == "my_asic"  # the device stays usable
 
 
 def test_capability_of_a_missing_device_names_the_valid_range():

@@ -39,7 +39,7 @@ def _beyond_capacity_bytes():
 
 
 def test_allocation_beyond_capacity_raises_out_of_memory_with_figures():
-    with pytest.raises(torch.OutOfMemoryError, match=r"tried to allocate .*GiB.*free of .*GiB total"):
+    with pytest.raises(torch.OutOfMemoryError, match=r"^my_asic out of memory\. Tried to allocate .*GiB.*has a total capacity of .*GiB of which .* is free"):
         torch.empty(_beyond_capacity_bytes(), dtype=torch.uint8, device="my_asic")
 
 

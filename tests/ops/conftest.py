@@ -19,7 +19,7 @@ for path in (HERE, HERE.parent / "asic"):
 import kernel_pytorch  # noqa: E402,F401  (registers my_asic and the ops)
 import kernel_pytorch.ops as kops  # noqa: E402
 
-ISA_LEVELS = ("generic", "avx2", "avx512", "avx512_bf16")
+ISA_LEVELS = ("generic", "avx2", "avx512", "avx512_bf16", "amx")
 
 
 @pytest.fixture(params=ISA_LEVELS)

@@ -311,6 +311,14 @@ def _decode_cases():
         ("sliced_cache", _decode_case(2, 8, 2, 12, 16, cache_slack=5)),
         ("transposed_q", _decode_case(2, 4, 2, 10, 16, q_transposed=True)),
         ("head_dim_128", _decode_case(1, 8, 2, 40, 128)),
+        # Head sizes that are multiples of 32 take the bfloat16 dot-product path
+        # at avx512_bf16: groups of 6 (a tile of 4 rows and one of 2) and 3, a
+        # head_dim of 96 (a 64- and a 32-column tile), odd lengths (a key
+        # without a partner), blocks of 64 keys and the cache split over
+        # threads (chunks of at least 256 keys).
+        ("groups_of_6_head_dim_96", _decode_case(2, 12, 2, 301, 96, lengths=[301, 77])),
+        ("group_of_3_odd_cache", _decode_case(1, 3, 1, 65, 32)),
+        ("mha_long_cache", _decode_case(1, 4, 4, 1000, 64)),
         ("zero_batch", _decode_case(0, 4, 2, 5, 8)),
     ]
 

@@ -62,6 +62,25 @@ def test_quick_benchmark_with_torch_compile(tmp_path, my_asic):
         assert r["ms"]["compile"] > 0 and r["ratios"]["ours_vs_compile_speedup"] > 0
 
 
+def test_threads_sweep_measures_each_case_at_each_thread_count_and_prints_the_scaling_table(tmp_path):
+    result, data = _benchmark_json(tmp_path, "--no-compile", "--device", "cpu", "--ops", "rms_norm,decode_attention",
+                                   "--dtypes", "bfloat16", "--threads", "2,1")
+    assert data["thread_counts"] == [1, 2]
+    rows = {(r["op"], r["shape"], r["threads"]): r for r in data["results"]}
+    assert len(rows) == 6  # rms_norm and decode at B=1 and B=8, each at 1 and 2 threads
+    for r in data["results"]:
+        assert r["ms"]["ours"] > 0 and r["ratios"]["ours_fraction_of_clone_bandwidth"] > 0
+        assert set(r["scaling_targets"]) == ({">=0.85x clone"} if r["op"] == "rms_norm" else {">=0.7x clone", ">=1x SDPA"})
+    missed = {(m[0], m[3], m[4]) for m in data["scaling_targets_missed"]}
+    assert missed == {(r["op"], r["threads"], k) for r in data["results"] for k, ok in r["scaling_targets"].items() if not ok}
+    assert "scaling with threads" in result.stdout and "1 thr" in result.stdout and "2 thr" in result.stdout
+
+
+def test_benchmark_rejects_a_thread_count_that_is_not_a_number(tmp_path):
+    result = run_script("benchmarks/kernels.py", "--quick", "--threads", "1,many", cwd=tmp_path)
+    assert result.returncode != 0 and "positive thread count" in result.stderr
+
+
 @pytest.mark.slow
 def test_benchmark_rejects_an_unknown_op(tmp_path):
     result = run_script("benchmarks/kernels.py", "--quick", "--ops", "gemm", cwd=tmp_path)

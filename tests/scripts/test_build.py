@@ -101,6 +101,8 @@ def test_each_kernel_family_is_compiled_once_per_isa_level_with_its_flags():
         assert "-mavx2 -mfma" in cmds["avx2"] and "-DKP_VEC_AVX2=1" in cmds["avx2"] and "-mavx512f" not in cmds["avx2"]
         assert "-mavx512f" in cmds["avx512"] and "-mavx512bf16" not in cmds["avx512"] and "-DKP_VEC_AVX512=1" in cmds["avx512"]
         assert "-mavx512bf16" in cmds["avx512_bf16"] and "-DKP_VEC_AVX512_BF16=1" in cmds["avx512_bf16"]
+        assert "-mamx" not in cmds["avx512_bf16"] and "KP_CPU_AMX" not in cmds["avx512_bf16"]
+        assert "-mamx-tile -mamx-bf16" in cmds["amx"] and "-DKP_CPU_AMX=1" in cmds["amx"]
     assert all(" -m" not in cmd and "KP_CPU_CAPABILITY" not in cmd for (s, level), cmd in units.items() if level is None)
 
 

@@ -496,6 +496,70 @@ class PackedHead {
   std::vector<char> ready_;
 };
 
+#if defined(KP_CPU_AMX)
+// Prefill's two products on AMX tiles (the amx level), from the same packed
+// operands: q2 rows are tile A for q.k and kt2 (pairs of head_dim x keys) is
+// already tile B's VNNI layout; for p.v the probabilities as pairs (p2) are
+// A and vp (pairs of keys x columns) is B. 16 x 16 float C tiles, 16 rows at
+// a time (rows past a short last query block compute unused values).
+// LDTILECFG's 64-byte operand (palette 1: rows and bytes per row of tiles 0-7).
+struct TileConfig {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+};
+
+namespace prefill_tiles {
+
+inline void configure() {
+  TileConfig cfg{};
+  cfg.palette = 1;
+  for (int t = 0; t < 3; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
+  _tile_loadconfig(&cfg);
+}
+
+inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* kt2, int64_t half, float scale) {
+  const int64_t rows16 = (rows + 15) / 16 * 16;
+  for (int64_t r0 = 0; r0 < rows16; r0 += 16) {
+    for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
+      _tile_zero(0);
+      for (int64_t c = 0; c < half; c += 16) {
+        _tile_loadd(1, q2 + r0 * half + c, half * 4);
+        _tile_loadd(2, kt2 + c * kKeyBlock + j0, kKeyBlock * 4);
+        _tile_dpbf16ps(0, 1, 2);
+      }
+      _tile_stored(0, s + r0 * kKeyBlock + j0, kKeyBlock * 4);
+    }
+  }
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < rows * kKeyBlock; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), vs));
+}
+
+inline void accumulate(float* o, int64_t rows, const float* p, uint32_t* p2, const uint32_t* vp, int64_t d) {
+  const int64_t rows16 = (rows + 15) / 16 * 16;
+  for (int64_t r = 0; r < rows16; ++r) {
+    for (int64_t j = 0; j < kKeyBlock; j += 32) {
+      const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + r * kKeyBlock + j + 16),
+                                                  _mm512_loadu_ps(p + r * kKeyBlock + j));
+      _mm512_storeu_si512(p2 + r * kPairs + j / 2, (__m512i)packed);
+    }
+  }
+  for (int64_t r0 = 0; r0 < rows16; r0 += 16) {
+    for (int64_t c0 = 0; c0 < d; c0 += 16) {
+      _tile_loadd(0, o + r0 * d + c0, d * int64_t(sizeof(float)));
+      for (int64_t p0 = 0; p0 < kPairs; p0 += 16) {
+        _tile_loadd(1, p2 + r0 * kPairs + p0, kPairs * 4);
+        _tile_loadd(2, vp + p0 * d + c0, d * 4);
+        _tile_dpbf16ps(0, 1, 2);
+      }
+      _tile_stored(0, o + r0 * d + c0, d * int64_t(sizeof(float)));
+    }
+  }
+}
+
+}  // namespace prefill_tiles
+#endif  // KP_CPU_AMX
+
 inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
   constexpr int64_t kQueryBlock = 64;
   const int64_t d = a.head_dim, half = d / 2, group = a.heads / a.kv_heads;
@@ -505,6 +569,10 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
   std::vector<uint32_t> q2(kQueryBlock * half), p2(kQueryBlock * kPairs);
   PackedHead kv;
   const bool causal = a.causal != 0;
+#if defined(KP_CPU_AMX)
+  prefill_tiles::configure();
+  struct Release { ~Release() { _tile_release(); } } release;
+#endif
   for (int64_t task = t0; task < t1; ++task) {
     const int64_t qb = task % qblocks, bh = task / qblocks;
     const int64_t b = bh / a.heads, h = bh % a.heads, kvh = h / group;
@@ -523,7 +591,11 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
       const uint32_t* kt2;
       const uint32_t* vp;
       kv.block(j0, &kt2, &vp);
+#if defined(KP_CPU_AMX)
+      prefill_tiles::scores(w.s.data(), q2.data(), rows, kt2, half, a.scale);
+#else
       scores(w.s.data(), q2.data(), rows, kt2, half, a.scale);
+#endif
       for (int64_t r = 0; r < rows; ++r) {
         // Padding keys, and keys the causal mask hides, get no weight.
         int64_t first_masked = n;
@@ -531,12 +603,284 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
         for (int64_t j = first_masked; j < kKeyBlock; ++j) w.s[r * kKeyBlock + j] = kNegInf;
       }
       online_softmax_block(w.s.data(), kKeyBlock, rows, kKeyBlock, w.m.data(), w.l.data(), w.o.data(), d);
+#if defined(KP_CPU_AMX)
+      prefill_tiles::accumulate(w.o.data(), rows, w.s.data(), p2.data(), vp, d);
+#else
       accumulate(w.o.data(), rows, w.s.data(), p2.data(), vp, d);
+#endif
     }
     for (int64_t r = 0; r < rows; ++r) {
       BF16* out = at<BF16>(a.out, b * a.out_stride[0] + h * a.out_stride[1] + (i0 + r) * a.out_stride[2]);
       store_normalised(out, w.o.data() + r * d, w.l[r], d);
     }
+  }
+}
+
+// --- decode: one query row per head of a kv group, keys read once ---------
+//
+// q.k: each key's dot product with a row is d / 32 vdpbf16ps into one vector
+// of 16 partial sums; 16 keys' vectors are then summed across lanes together
+// (reduce16: 45 shuffles and adds, where one horizontal sum per key costs
+// about 10), giving the 16 scores as one vector. p.v: two value rows
+// interleaved (vpunpck[lh]wd) are the (key 2i, key 2i + 1) pairs vdpbf16ps
+// takes, so no packing pass; the interleave permutes the columns within each
+// 32, so the accumulator o is kept in that order (see decode_column) and put
+// back in order once per chunk.
+
+// Lane i of the result is the sum of the lanes of a[kReduceSource[i]] (the
+// tree below pairs its inputs in this order; it is its own inverse).
+constexpr int kReduceSource[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
+
+inline __m512 reduce16(const __m512* a) {
+  __m512 x[8], y[4], z[2];
+#pragma GCC unroll 16
+  for (int j = 0; j < 8; ++j) {  // 256-bit halves: low = a[j], high = a[j + 8]
+    x[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[j], a[j + 8], 0x44), _mm512_shuffle_f32x4(a[j], a[j + 8], 0xEE));
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 4; ++j) {  // 128-bit lanes: a[j], a[j + 8], a[j + 4], a[j + 12]
+    y[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x[j], x[j + 4], 0x88), _mm512_shuffle_f32x4(x[j], x[j + 4], 0xDD));
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 2; ++j) {
+    z[j] = _mm512_add_ps(_mm512_shuffle_ps(y[j], y[j + 2], 0x44), _mm512_shuffle_ps(y[j], y[j + 2], 0xEE));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
+}
+
+// s[j] = scale * q . k[j] for the 16 keys keys[0..15] (rows of d bfloat16).
+inline void decode_scores16(float* s, const BF16* q, const BF16* const* keys, int64_t d, float scale) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < d; c += 32) {
+    const __m512bh qc = as_bh(_mm512_loadu_si512(q + c));
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      acc[i] = _mm512_dpbf16_ps(acc[i], qc, as_bh(_mm512_loadu_si512(keys[kReduceSource[i]] + c)));
+    }
+  }
+  _mm512_storeu_ps(s, _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale)));
+}
+
+// The column of head_dim held at position i of a decode accumulator row.
+inline int64_t decode_column(int64_t i) {
+  const int64_t base = i & ~int64_t(31), e = i & 15, lane = e >> 2;
+  return base + lane * 8 + ((i & 16) ? 4 : 0) + (e & 3);
+}
+
+// o[r] += sum over key pairs i < pairs of p2[r][i] . (va_i, vb_i) for R rows
+// and CG * 32 columns from c (accumulator order, above).
+template <int R, int CG>
+inline void decode_pv_tile(float* o, int64_t d, int64_t c, const uint32_t* p2, int64_t p_stride,
+                           const BF16* const* va, const BF16* const* vb, int64_t pairs) {
+  __m512 acc[R][2 * CG];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int g = 0; g < 2 * CG; ++g) acc[r][g] = _mm512_loadu_ps(o + r * d + c + 16 * g);
+  for (int64_t i = 0; i < pairs; ++i) {
+    __m512bh v[2 * CG];
+#pragma GCC unroll 16
+    for (int g = 0; g < CG; ++g) {
+      const __m512i a = _mm512_loadu_si512(va[i] + c + 32 * g), b = _mm512_loadu_si512(vb[i] + c + 32 * g);
+      v[2 * g] = as_bh(_mm512_unpacklo_epi16(a, b));
+      v[2 * g + 1] = as_bh(_mm512_unpackhi_epi16(a, b));
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512bh pb = as_bh(_mm512_set1_epi32(int(p2[r * p_stride + i])));
+#pragma GCC unroll 16
+      for (int g = 0; g < 2 * CG; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], pb, v[g]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int g = 0; g < 2 * CG; ++g) _mm512_storeu_ps(o + r * d + c + 16 * g, acc[r][g]);
+}
+
+template <int R>
+inline void decode_pv_rows(float* o, int64_t d, const uint32_t* p2, int64_t p_stride, const BF16* const* va,
+                           const BF16* const* vb, int64_t pairs) {
+  int64_t c = 0;
+  for (; c + 64 <= d; c += 64) decode_pv_tile<R, 2>(o, d, c, p2, p_stride, va, vb, pairs);
+  if (c < d) decode_pv_tile<R, 1>(o, d, c, p2, p_stride, va, vb, pairs);
+}
+
+#if defined(KP_CPU_AMX)
+// q.k on AMX tiles (the amx level): S^T = K Q^T, 16 keys at a time. The key
+// rows are tile A as they lie in the cache (16 rows of 32 bfloat16, the row
+// stride being the cache's), the group's queries are tile B in the VNNI
+// layout TDPBF16PS takes (pairs of head_dim along rows, one column per query
+// head), packed once per chunk; C is 16 keys x group float sums. Replaces
+// d / 32 vdpbf16ps and the lane-sum tree per key and query head.
+namespace amx_tiles {
+
+// Tiles for q.k: 0 = C (16 keys x group floats), 1 = A (16 keys x 32
+// bfloat16), 2 = B (16 pairs x group). For p.v: 3 = C (group rows x 16
+// columns of o), 4 = A (group rows x 16 pairs of probabilities), 5 = B (16
+// pairs x 16 columns of values). Loaded on every chunk: cheap beside 256+
+// keys, and a thread may have run other tile code in between.
+inline void configure(int64_t group) {
+  TileConfig cfg{};
+  cfg.palette = 1;
+  const auto g = static_cast<uint8_t>(group);
+  const auto g4 = static_cast<uint16_t>(group * 4);
+  cfg.rows[0] = 16; cfg.colsb[0] = g4;
+  cfg.rows[1] = 16; cfg.colsb[1] = 64;
+  cfg.rows[2] = 16; cfg.colsb[2] = g4;
+  cfg.rows[3] = g; cfg.colsb[3] = 64;
+  cfg.rows[4] = g; cfg.colsb[4] = 64;
+  cfg.rows[5] = 16; cfg.colsb[5] = 64;
+  _tile_loadconfig(&cfg);
+}
+
+// o[g] += sum over 16 key pairs i of p2[g][i] . (va_i, vb_i), every column:
+// the values are interleaved as decode_pv_tile does (so o keeps its column
+// order) into vbuf, one 16 x 16 pair tile per 16 columns, then each 16
+// columns of o are a C tile.
+inline void pv16(float* o, int64_t d, int64_t group, const uint32_t* p2, int64_t p_stride,
+                 const BF16* const* va, const BF16* const* vb, uint32_t* vbuf) {
+  for (int64_t i = 0; i < 16; ++i) {
+    for (int64_t c = 0; c < d; c += 32) {
+      const __m512i x = _mm512_loadu_si512(va[i] + c), y = _mm512_loadu_si512(vb[i] + c);
+      _mm512_storeu_si512(vbuf + ((c / 16) * 16 + i) * 16, _mm512_unpacklo_epi16(x, y));
+      _mm512_storeu_si512(vbuf + ((c / 16 + 1) * 16 + i) * 16, _mm512_unpackhi_epi16(x, y));
+    }
+  }
+  _tile_loadd(4, p2, p_stride * 4);
+  for (int64_t t = 0; t < d / 16; ++t) {
+    _tile_loadd(3, o + 16 * t, d * int64_t(sizeof(float)));
+    _tile_loadd(5, vbuf + t * 256, 64);
+    _tile_dpbf16ps(3, 4, 5);
+    _tile_stored(3, o + 16 * t, d * int64_t(sizeof(float)));
+  }
+}
+
+// qb[c][i][g] = (q_g[32c + 2i], q_g[32c + 2i + 1]).
+inline void pack_queries(uint32_t* qb, const BF16* const* q, int64_t group, int64_t d) {
+  for (int64_t c = 0; c < d / 32; ++c)
+    for (int64_t i = 0; i < 16; ++i)
+      for (int64_t g = 0; g < group; ++g) std::memcpy(&qb[(c * 16 + i) * group + g], q[g] + 32 * c + 2 * i, 4);
+}
+
+// s[g][j] = scale * q_g . k_j for 16 keys from `keys` (rows `stride` elements
+// apart, all 16 readable); cbuf holds 16 x group floats.
+inline void scores16(float* s, int64_t s_stride, const BF16* keys, int64_t stride, const uint32_t* qb,
+                     int64_t group, int64_t d, float scale, float* cbuf) {
+  _tile_zero(0);
+  for (int64_t c = 0; c < d / 32; ++c) {
+    _tile_loadd(1, keys + 32 * c, stride * int64_t(sizeof(BF16)));
+    _tile_loadd(2, qb + c * 16 * group, group * 4);
+    _tile_dpbf16ps(0, 1, 2);
+  }
+  _tile_stored(0, cbuf, group * 4);
+  for (int64_t g = 0; g < group; ++g)
+    for (int64_t j = 0; j < 16; ++j) s[g * s_stride + j] = cbuf[j * group + g] * scale;
+}
+
+}  // namespace amx_tiles
+#endif  // KP_CPU_AMX
+
+// Attention of the `group` query heads of kv head kvh (batch b) over keys
+// [j0, j1), bfloat16 with head_dim % 32 == 0. Leaves m, l and o (in column
+// order) in w, as the generic decode_chunk does.
+inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kvh, int64_t j0, int64_t j1,
+                         AttentionScratch& w, std::vector<uint32_t>& p2, std::vector<BF16>& zeros) {
+  const int64_t d = a.head_dim, group = a.heads / a.kv_heads;
+  zeros.assign(d, BF16{0});
+  p2.resize(group * kPairs);
+  reset_state(w, group, d);
+  const BF16* k = at<BF16>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]);
+  const BF16* v = at<BF16>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]);
+  const BF16* keys[kKeyBlock];
+  const BF16* va[kPairs];
+  const BF16* vb[kPairs];
+#if defined(KP_CPU_AMX)
+  // A tile's row is 64 bytes and C holds at most 16 query heads.
+  const bool use_tiles = group <= 16;
+  std::vector<uint32_t> qb, vbuf;
+  std::vector<BF16> tail;
+  float cbuf[16 * 16];
+  if (use_tiles) {
+    const BF16* qs[16];
+    for (int64_t g = 0; g < group; ++g) qs[g] = at<BF16>(a.q, b * a.q_stride[0] + (kvh * group + g) * a.q_stride[1]);
+    qb.resize(d / 2 * group);
+    amx_tiles::pack_queries(qb.data(), qs, group, d);
+    tail.assign(16 * d, BF16{0});
+    vbuf.resize(16 * d);
+    amx_tiles::configure(group);
+  }
+#endif
+  for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
+    const int64_t n = std::min(kKeyBlock, j1 - b0), pairs = (n + 1) / 2;
+    for (int64_t j = 0; j < kKeyBlock; ++j) keys[j] = j < n ? k + (b0 + j) * a.k_stride[2] : zeros.data();
+    for (int64_t i = 0; i < pairs; ++i) {
+      va[i] = v + (b0 + 2 * i) * a.v_stride[2];
+      vb[i] = 2 * i + 1 < n ? v + (b0 + 2 * i + 1) * a.v_stride[2] : zeros.data();
+    }
+#if defined(KP_CPU_AMX)
+    if (use_tiles) {
+      for (int64_t j = 0; j < n; j += 16) {
+        const BF16* rows = keys[j];
+        int64_t stride = a.k_stride[2];
+        if (n - j < 16) {  // the tile reads 16 rows: copy the last few, zero-padded
+          for (int64_t r = 0; r < 16; ++r) std::memcpy(tail.data() + r * d, keys[j + r], d * sizeof(BF16));
+          rows = tail.data();
+          stride = d;
+        }
+        amx_tiles::scores16(w.s.data() + j, kKeyBlock, rows, stride, qb.data(), group, d, a.scale, cbuf);
+      }
+    } else
+#endif
+    for (int64_t g = 0; g < group; ++g) {
+      const BF16* q = at<BF16>(a.q, b * a.q_stride[0] + (kvh * group + g) * a.q_stride[1]);
+      for (int64_t j = 0; j < n; j += 16) decode_scores16(w.s.data() + g * kKeyBlock + j, q, keys + j, d, a.scale);
+    }
+    online_softmax_block(w.s.data(), kKeyBlock, group, n, w.m.data(), w.l.data(), w.o.data(), d);
+    for (int64_t g = 0; g < group; ++g) {
+      float* sr = w.s.data() + g * kKeyBlock;
+      for (int64_t j = n; j < 2 * pairs; ++j) sr[j] = 0.f;  // the odd key's missing partner
+      for (int64_t j = 0; j < 2 * pairs; j += 32) {
+        const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(sr + j + 16), _mm512_loadu_ps(sr + j));
+        _mm512_storeu_si512(p2.data() + g * kPairs + j / 2, (__m512i)packed);
+      }
+    }
+#if defined(KP_CPU_AMX)
+    if (use_tiles) {
+      // Whole tiles of 16 pairs: the missing ones read zero rows with zero weight.
+      const int64_t padded = (pairs + 15) / 16 * 16;
+      for (int64_t i = pairs; i < padded; ++i) va[i] = vb[i] = zeros.data();
+      for (int64_t g = 0; g < group; ++g) {
+        std::fill(p2.data() + g * kPairs + pairs, p2.data() + g * kPairs + padded, 0u);
+      }
+      for (int64_t i0 = 0; i0 < pairs; i0 += 16) {
+        amx_tiles::pv16(w.o.data(), d, group, p2.data() + i0, kPairs, va + i0, vb + i0, vbuf.data());
+      }
+      continue;
+    }
+#endif
+    int64_t r = 0;
+    for (; r + 4 <= group; r += 4) decode_pv_rows<4>(w.o.data() + r * d, d, p2.data() + r * kPairs, kPairs, va, vb, pairs);
+    float* o = w.o.data() + r * d;
+    const uint32_t* pr = p2.data() + r * kPairs;
+    switch (group - r) {
+      case 3: decode_pv_rows<3>(o, d, pr, kPairs, va, vb, pairs); break;
+      case 2: decode_pv_rows<2>(o, d, pr, kPairs, va, vb, pairs); break;
+      case 1: decode_pv_rows<1>(o, d, pr, kPairs, va, vb, pairs); break;
+      default: break;
+    }
+  }
+#if defined(KP_CPU_AMX)
+  if (use_tiles) _tile_release();
+#endif
+  // Back to column order.
+  std::vector<float>& tmp = w.v;
+  for (int64_t g = 0; g < group; ++g) {
+    float* o = w.o.data() + g * d;
+    for (int64_t i = 0; i < d; ++i) tmp[decode_column(i)] = o[i];
+    std::copy(tmp.begin(), tmp.begin() + d, o);
   }
 }
 
@@ -631,10 +975,13 @@ void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kvh, int6
 void decode_attention(const kpdrDecodeAttentionArgs& a) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads;
   const int64_t heads_total = a.batch * a.kv_heads;
-  // Enough chunks to keep every thread busy, none shorter than 256 keys.
+  // Split-K: enough chunks of the cache for four tasks per thread of the pool
+  // (so B = 1 uses every core and uneven lengths still balance), none shorter
+  // than 256 keys. The partial results cost (2 + d) floats per row and chunk.
   constexpr int64_t kMinChunk = 256;
+  const int64_t want_tasks = 4 * std::max(16, kp::pool_threads());
   int64_t splits = std::max<int64_t>(1, std::min<int64_t>(
-      (a.cache_len + kMinChunk - 1) / kMinChunk, (16 + heads_total - 1) / heads_total));
+      (a.cache_len + kMinChunk - 1) / kMinChunk, (want_tasks + heads_total - 1) / heads_total));
   const int64_t chunk = (a.cache_len + splits - 1) / splits;
   splits = (a.cache_len + chunk - 1) / chunk;
   // Per (batch, kv head, split): m and l per row, then o rows.
@@ -645,6 +992,11 @@ void decode_attention(const kpdrDecodeAttentionArgs& a) {
     kp::parallel_for(0, heads_total * splits, 1, [&](int64_t t0, int64_t t1) {
       AttentionScratch w;
       w.reserve(group, d);
+#if defined(KP_VEC_AVX512_BF16)
+      std::vector<uint32_t> p2;
+      std::vector<BF16> zeros;
+      constexpr bool kBf16Dot = std::is_same_v<T, BF16>;
+#endif
       for (int64_t task = t0; task < t1; ++task) {
         const int64_t split = task % splits, bk = task / splits;
         const int64_t b = bk / a.kv_heads, kvh = bk % a.kv_heads;
@@ -655,7 +1007,15 @@ void decode_attention(const kpdrDecodeAttentionArgs& a) {
           for (int64_t g = 0; g < group; ++g) { p[g] = kNegInf; p[group + g] = 0.f; }
           continue;
         }
+#if defined(KP_VEC_AVX512_BF16)
+        if (kBf16Dot && d % 32 == 0) {
+          bf16dp::decode_chunk(a, b, kvh, j0, j1, w, p2, zeros);
+        } else {
+          decode_chunk<T>(a, b, kvh, j0, j1, w);
+        }
+#else
         decode_chunk<T>(a, b, kvh, j0, j1, w);
+#endif
         std::copy(w.m.begin(), w.m.begin() + group, p);
         std::copy(w.l.begin(), w.l.begin() + group, p + group);
         std::copy(w.o.begin(), w.o.begin() + group * d, p + 2 * group);

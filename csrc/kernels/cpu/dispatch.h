@@ -17,8 +17,9 @@ struct KernelSet {
 };
 
 // Whether a kernel writing an output of `output_bytes` stores it with
-// non-temporal stores (streaming.cpp): from the size of the last-level cache
-// up, or KP_STREAMING_STORES_MIN_BYTES when set.
+// non-temporal stores (streaming.cpp): from 3/4 of one CPU's share of the
+// last-level cache up (glibc memcpy's rule), or KP_STREAMING_STORES_MIN_BYTES
+// when set.
 bool use_streaming_stores(int64_t output_bytes);
 
 // The entry points of each level; the x86 levels exist only in x86-64 builds.
@@ -28,6 +29,7 @@ namespace generic { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
 namespace avx2 { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
 namespace avx512 { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
 namespace avx512_bf16 { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
+namespace amx { KP_CPU_KERNELS(KP_CPU_DECLARE_KERNEL, _) }
 #endif
 
 }  // namespace kp::cpu
