@@ -15,7 +15,8 @@ a wrong result is reported and makes the exit status 1.
     python benchmarks/opencl.py [--options "platform=NVIDIA"] [--quick] [--json out.json]
 
 Bandwidth is bytes read + written per second, GB/s (10^9 bytes). Shapes are a Llama-3-8B-like
-decoder (hidden 4096, 32 heads, 8 kv heads, head_dim 128, intermediate 14336). prefill_attention
+decoder (hidden 4096, 32 heads, 8 kv heads, head_dim 128, intermediate 14336); decode attention
+runs twice: 16 sequences with a 4096 cache, and one sequence with a 32768 cache. prefill_attention
 is compute bound (O(seq^2) arithmetic on O(seq) bytes): its row is reported, the bandwidth goal
 does not apply to it.
 """
@@ -231,8 +232,8 @@ def kernel_cases(dtype_name, shrink=1):
         expected = lambda: torch.softmax(ref(xh), -1)
         return lambda: run(rt, "softmax")(args), 2 * rows * cols * size, [x, out], out, (rows, cols), expected
 
-    def decode(rt):
-        b, h, kvh, t, d = 16, 32, 8, T, 128
+    def decode(rt, b=16, t=T):
+        h, kvh, d = 32, 8, 128
         qh, kh, vh = rand(b, h, d), rand(b, kvh, t, d), rand(b, kvh, t, d)
         q, out, k, v = rt.upload(qh), rt.malloc(b * h * d * size), rt.upload(kh), rt.upload(vh)
         kst = (kvh * t * d, t * d, d)
@@ -269,6 +270,8 @@ def kernel_cases(dtype_name, shrink=1):
 
     return [("rms_norm", lambda rt: rms_norm(rt, False)), ("fused_add_rms_norm", lambda rt: rms_norm(rt, True)),
             ("silu_and_mul", silu_and_mul), ("rope", rope), ("softmax", softmax), ("decode_attention", decode),
+            # one sequence, a long cache: only the split over the cache can fill the device
+            ("decode_attention_b1", lambda rt: decode(rt, 1, 32768 // shrink)),
             ("prefill_attention", prefill), ("matmul_vec", matmul_vec)]
 
 

@@ -177,7 +177,7 @@ def _command_conformance(args: argparse.Namespace) -> int:
     runtime = resolve_runtime(args.runtime, args.options)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     report = run_conformance(runtime, full=args.full, sections=sections, steps=args.steps,
-                             require_kernels=args.require_kernels, progress=not args.quiet)
+                             require_kernels=args.require_kernels, progress=not args.quiet, jobs=args.jobs)
     print(report.text())
     if args.json:
         with open(args.json, "w") as out:
@@ -289,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     conformance.add_argument("--full", action="store_true", help="the whole op_db and module_db (long) instead of a representative subset")
     conformance.add_argument("--sections", default="abi,op_db,module_db,training,kernels", help="comma-separated sections to run (default: all)")
     conformance.add_argument("--steps", type=_positive_int, default=20, help="training steps per model; default 20")
+    conformance.add_argument("--jobs", type=_positive_int, default=1, help="op_db/module_db child processes side by side (CPU cores); default 1")
     conformance.add_argument("--require-kernels", action="store_true", help="fail when a kernel-table op falls back to the CPU")
     conformance.add_argument("--json", metavar="OUT", default=None, help="also write the report as JSON to OUT")
     conformance.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

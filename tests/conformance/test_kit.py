@@ -117,3 +117,18 @@ def test_items_run_in_chunks_of_child_processes_and_a_crash_stays_in_its_chunk(a
     assert list(results) == items and sorted(seen) == sorted(items)
     assert results["stream_wait_event_orders_work_across_streams"]["result"].startswith("crash: exit status -6")
     assert [results[item]["result"] for item in items if "stream" not in item] == ["pass"] * 3
+
+
+def test_chunks_run_side_by_side_give_every_item_the_result_a_serial_run_gives(aborting_runtime):
+    from kernel_pytorch.asic.conformance.abi import CHECKS
+    from kernel_pytorch.asic.conformance.runner import run_items
+
+    items = list(CHECKS)
+    verdict = lambda entry: entry["result"].split(":")[0]  # noqa: E731  (pass / crash / fail / skip)
+    serial = run_items("kernel_pytorch.asic.conformance.abi", items, aborting_runtime, timeout_s=300)
+    seen = []
+    side_by_side = run_items("kernel_pytorch.asic.conformance.abi", items, aborting_runtime, timeout_s=300, chunk=5,
+                             jobs=3, progress=lambda item, entry: seen.append(item))  # fmt: skip
+    assert list(side_by_side) == items and sorted(seen) == sorted(items)
+    assert {i: verdict(e) for i, e in side_by_side.items()} == {i: verdict(e) for i, e in serial.items()}
+    assert verdict(side_by_side["stream_wait_event_orders_work_across_streams"]) == "crash"

@@ -110,6 +110,62 @@ def test_the_kernel_table_matches_the_cpu_in_every_dtype_without_falling_back():
     assert fell_back == {}
 
 
+def test_kernel_table_ops_on_misaligned_views_and_every_head_dim_match_the_cpu():
+    # Vector loads need 4-element aligned buffers: views that start one or two
+    # elements into their storage must take the scalar paths, and decode
+    # attention's split-K kernel (d / 8 work-items per key row) must hold for
+    # the head sizes it accepts.
+    run_on_opencl("""
+        import torch, kernel_pytorch
+        from kernel_pytorch import ops
+        torch.manual_seed(0)
+        dev = "my_asic"
+        tol = {torch.float32: dict(atol=2e-5, rtol=2e-5), torch.float16: dict(atol=2e-3, rtol=2e-3),
+               torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
+        def shifted(t, by):  # the same values in a device buffer that starts `by` elements earlier
+            flat = torch.cat([torch.zeros(by, dtype=t.dtype), t.reshape(-1)]).to(dev)
+            return flat[by:].view(t.shape)
+        torch.my_asic.reset_fallback_stats()
+        for dt in (torch.float32, torch.float16, torch.bfloat16):
+            def check(fn, args, by):
+                want = fn(*args)
+                got = fn(*[shifted(a, by) if torch.is_tensor(a) and a.dim() > 1 else
+                           (a.to(dev) if torch.is_tensor(a) else a) for a in args])
+                for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                    torch.testing.assert_close(g.cpu(), w, **tol[dt])
+            for by in (1, 2, 4):
+                x, r, w = torch.randn(5, 256, dtype=dt), torch.randn(5, 256, dtype=dt), torch.randn(256, dtype=dt)
+                check(lambda x, w: ops.rms_norm(x, w, 1e-6), (x, w), by)
+                check(lambda x, r, w: ops.fused_add_rms_norm(x, r, w, 1e-6), (x, r, w), by)
+                check(ops.silu, (x,), by)
+                check(ops.softmax, (x * 4,), by)
+                q, cos, sin = torch.randn(2, 5, 4, 64, dtype=dt), torch.randn(5, 32, dtype=dt), torch.randn(5, 32, dtype=dt)
+                check(lambda q, c, s: ops.apply_rope(q, c, s, False), (q, cos, sin), by)
+                qd, kc, vc = torch.randn(2, 8, 64, dtype=dt), torch.randn(2, 2, 200, 64, dtype=dt), torch.randn(2, 2, 200, 64, dtype=dt)
+                check(lambda q, k, v: ops.decode_attention(q, k, v, None, None), (qd, kc, vc), by)
+                check(lambda w, x: ops.matmul_vec(w, x), (torch.randn(9, 256, dtype=dt), torch.randn(256, dtype=dt)), by)
+            for d in (8, 16, 128, 256):
+                for heads, kv_heads in ((4, 4), (12, 2), (8, 1)):
+                    qd = torch.randn(2, heads, d, dtype=dt)
+                    kc, vc = torch.randn(2, kv_heads, 700, d, dtype=dt), torch.randn(2, kv_heads, 700, d, dtype=dt)
+                    for lengths in (None, torch.tensor([1, 533])):
+                        want = ops.decode_attention(qd, kc, vc, lengths, None)
+                        got = ops.decode_attention(qd.to(dev), kc.to(dev), vc.to(dev),
+                                                   None if lengths is None else lengths.to(dev), None)
+                        torch.testing.assert_close(got.cpu(), want, **tol[dt])
+                    qp = torch.randn(2, heads, 37, d, dtype=dt)
+                    kp_, vp = torch.randn(2, kv_heads, 45, d, dtype=dt), torch.randn(2, kv_heads, 45, d, dtype=dt)
+                    for causal in (True, False):
+                        want = ops.prefill_attention(qp, kp_, vp, causal, None)
+                        got = ops.prefill_attention(qp.to(dev), kp_.to(dev), vp.to(dev), causal, None)
+                        torch.testing.assert_close(got.cpu(), want, **tol[dt])
+        stats = torch.my_asic.fallback_stats()
+        assert not any(op.endswith(k) for op in stats for k in ("rms_norm", "silu", "apply_rope", "softmax",
+                                                                "decode_attention", "prefill_attention",
+                                                                "matmul_vec")), stats
+    """)
+
+
 def test_a_small_training_run_matches_the_cpu():
     out = run_on_opencl("""
         import json, torch, kernel_pytorch

@@ -32,26 +32,37 @@ inline void st(__global ushort* p, long i, float v) {
 }
 #endif
 
-/* Four consecutive elements at index i (a multiple of 4 from the base
- * pointer; vloadn needs only element alignment). 16 bytes of float32 or 8 of
- * 16-bit types per load keep enough bytes in flight on GPUs. */
+/* Four consecutive elements at index i, as one vector access: i is a
+ * multiple of 4 and the tensor's buffer offset a multiple of 4 elements
+ * (ALIGNED), so the compiler may use one 16-byte (float32) or 8-byte
+ * (16-bit types) load. vloadn would promise only element alignment, which
+ * NVIDIA's compiler splits into scalar loads: 2-byte ones for bfloat16, a
+ * quarter of a warp's bandwidth per instruction. */
+#define ALIGNED(n) ((((n##_o)) & (4 * sizeof(T) - 1)) == 0)
 #if KP_DTYPE == 0
-inline float4 ld4(const __global float* p, long i) { return vload4((size_t)(i >> 2), p); }
-inline void st4(__global float* p, long i, float4 v) { vstore4(v, (size_t)(i >> 2), p); }
+inline float4 ld4(const __global float* p, long i) { return *(const __global float4*)(p + i); }
+inline void st4(__global float* p, long i, float4 v) { *(__global float4*)(p + i) = v; }
 #elif KP_DTYPE == 1
-inline float4 ld4(const __global half* p, long i) { return vload_half4((size_t)(i >> 2), p); }
-inline void st4(__global half* p, long i, float4 v) { vstore_half4_rte(v, (size_t)(i >> 2), p); }
+inline float4 ld4(const __global half* p, long i) { return vloada_half4((size_t)(i >> 2), p); }
+inline void st4(__global half* p, long i, float4 v) { vstorea_half4_rte(v, (size_t)(i >> 2), p); }
 #else
 inline float4 ld4(const __global ushort* p, long i) {
-  return as_float4(convert_uint4(vload4((size_t)(i >> 2), p)) << 16);
+  return as_float4(convert_uint4(*(const __global ushort4*)(p + i)) << 16);
 }
 inline void st4(__global ushort* p, long i, float4 v) {
   uint4 u = as_uint4(v);
   const uint4 rounded = (u + (uint4)(0x7fffu) + ((u >> 16) & (uint4)(1u))) >> 16;
   const uint4 nan = (u >> 16) | (uint4)(0x40u);
   u = select(rounded, nan, (u & (uint4)(0x7fffffffu)) > (uint4)(0x7f800000u));
-  vstore4(convert_ushort4(u), (size_t)(i >> 2), p);
+  *(__global ushort4*)(p + i) = convert_ushort4(u);
 }
+#endif
+/* float32 keeps the accurate exp; 16-bit outputs cannot see native_exp's
+ * few-ulp error, and softmax/attention are exp-heavy. */
+#if KP_DTYPE == 0
+#define EXP exp
+#else
+#define EXP native_exp
 #endif
 inline float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
 
@@ -62,22 +73,33 @@ inline float ld_any(const __global uchar* p, long i, int dtype) {
   return as_float(((uint)((const __global ushort*)p)[i]) << 16);
 }
 
+/* Aligned like ld4: i a multiple of 4, p aligned to 4 elements of dtype. */
 inline float4 ld_any4(const __global uchar* p, long i, int dtype) {
-  if (dtype == 0) return vload4((size_t)(i >> 2), (const __global float*)p);
-  if (dtype == 1) return vload_half4((size_t)(i >> 2), (const __global half*)p);
-  return as_float4(convert_uint4(vload4((size_t)(i >> 2), (const __global ushort*)p)) << 16);
+  if (dtype == 0) return *((const __global float4*)p + (i >> 2));
+  if (dtype == 1) return vloada_half4((size_t)(i >> 2), (const __global half*)p);
+  return as_float4(convert_uint4(*((const __global ushort4*)p + (i >> 2))) << 16);
 }
+inline int dtype_bytes(int dtype) { return dtype == 0 ? 4 : 2; }
 
+/* Work-group reductions in two barriers instead of log2(WG): 16 work-items
+ * each fold WG / 16 values, then every work-item folds those 16. A third
+ * barrier is not needed: the next call writes scratch[0, WG) only after its
+ * callers all passed this call's second barrier, and scratch[WG, WG + 16)
+ * only after its own first. scratch holds SCRATCH floats. */
+#define RED_PARTS (WG < 16 ? WG : 16)
+#define SCRATCH (WG + 16)
 inline float wg_sum(float v, __local float* scratch) {
   const int lid = get_local_id(0);
   scratch[lid] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = WG / 2; s > 0; s >>= 1) {
-    if (lid < s) scratch[lid] += scratch[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < RED_PARTS) {
+    float s = 0.0f;
+    for (int i = lid; i < WG; i += RED_PARTS) s += scratch[i];
+    scratch[WG + lid] = s;
   }
-  const float r = scratch[0];
   barrier(CLK_LOCAL_MEM_FENCE);
+  float r = 0.0f;
+  for (int i = 0; i < RED_PARTS; ++i) r += scratch[WG + i];
   return r;
 }
 
@@ -85,12 +107,14 @@ inline float wg_max(float v, __local float* scratch) {
   const int lid = get_local_id(0);
   scratch[lid] = v;
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = WG / 2; s > 0; s >>= 1) {
-    if (lid < s) scratch[lid] = fmax(scratch[lid], scratch[lid + s]);
-    barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < RED_PARTS) {
+    float s = -INFINITY;
+    for (int i = lid; i < WG; i += RED_PARTS) s = fmax(s, scratch[i]);
+    scratch[WG + lid] = s;
   }
-  const float r = scratch[0];
   barrier(CLK_LOCAL_MEM_FENCE);
+  float r = -INFINITY;
+  for (int i = 0; i < RED_PARTS; ++i) r = fmax(r, scratch[WG + i]);
   return r;
 }
 
@@ -98,7 +122,7 @@ inline float wg_max(float v, __local float* scratch) {
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_rms_norm(long cols, BUF(x), long xs, BUF(res), long rs, BUF(w), BUF(out), long os,
                  BUF(ro), long ros, float eps, BUF(rstd), int has_res, int has_rstd) {
-  __local float scratch[WG];
+  __local float scratch[SCRATCH];
   const long r = get_group_id(0);
   const int lid = get_local_id(0);
   const __global T* x = AT(T, x);
@@ -106,7 +130,8 @@ void kp_rms_norm(long cols, BUF(x), long xs, BUF(res), long rs, BUF(w), BUF(out)
   const __global T* w = AT(T, w);
   __global T* out = AT(T, out);
   __global T* ro = AT(T, ro);
-  const bool vec = ((cols | xs | os | (has_res ? (rs | ros) : 0)) & 3) == 0;
+  const bool vec = ((cols | xs | os | (has_res ? (rs | ros) : 0)) & 3) == 0 && ALIGNED(x) && ALIGNED(w) &&
+                   ALIGNED(out) && (!has_res || (ALIGNED(res) && ALIGNED(ro)));
   const long vcols = vec ? cols : 0;  /* [0, vcols) in vectors, the rest one by one */
   float ss = 0.0f;
   if (has_res) {
@@ -148,7 +173,7 @@ __kernel void kp_silu(long cols, BUF(x), long xs, BUF(out), long os, int gated) 
   if (i >= cols) return;
   const __global T* x = AT(T, x);
   __global T* out = AT(T, out);
-  if (((cols | xs | os) & 3) == 0) {
+  if (((cols | xs | os) & 3) == 0 && ALIGNED(x) && ALIGNED(out)) {
     const float4 v = ld4(x, r * xs + i);
     float4 s = v / (1.0f + exp(-v));
     if (gated) s *= ld4(x, r * xs + cols + i);
@@ -163,22 +188,25 @@ __kernel void kp_silu(long cols, BUF(x), long xs, BUF(out), long os, int gated) 
   }
 }
 
-/* 1-D over (position, head, group of 4 rotation pairs), in full work-groups:
- * neighbouring work-items touch neighbouring bytes of a head. */
+/* Range (head x group of 4 rotation pairs, position, batch): neighbouring
+ * work-items touch neighbouring bytes of a head, and the only division is by
+ * the (small, 32-bit) number of groups per head: 64-bit division is a long
+ * software routine on GPUs, and five of them per work-item cost bfloat16 rope
+ * a third of its bandwidth on an H100. */
 __kernel void kp_rope(long seq, long heads, long head_dim, BUF(x), long xs0, long xs1, long xs2,
                       BUF(out), long os0, long os1, long os2, BUF(cs), BUF(sn), int cs_dtype,
-                      long csb, long css, int interleaved, int inverse, long total) {
-  const long id = get_global_id(0);
-  if (id >= total) return;
-  const long half_dim = head_dim / 2, quads = (half_dim + 3) / 4;
-  const long i = 4 * (id % quads), h = (id / quads) % heads, p = id / (quads * heads);
-  const long b = p / seq, s = p % seq;
+                      long csb, long css, int interleaved, int inverse) {
+  const uint id = get_global_id(0);
+  const uint half_dim = (uint)head_dim / 2, quads = (half_dim + 3) / 4;
+  if (id >= quads * (uint)heads) return;
+  const long i = 4 * (id % quads), h = id / quads, s = get_global_id(1), b = get_global_id(2);
   const long ci = b * csb + s * css + i;
   const float sign = inverse ? -1.0f : 1.0f;
   const __global T* x = AT(T, x);
   __global T* out = AT(T, out);
   const long xb = b * xs0 + s * xs1 + h * xs2, ob = b * os0 + s * os1 + h * os2;
-  if (((half_dim | xb | ob | ci) & 3) == 0) {
+  const int cs_align = 4 * dtype_bytes(cs_dtype) - 1;
+  if (((half_dim | xb | ob | ci) & 3) == 0 && ALIGNED(x) && ALIGNED(out) && ((cs_o | sn_o) & cs_align) == 0) {
     const float4 c = ld_any4(cs_b + cs_o, ci, cs_dtype);
     const float4 sv = sign * ld_any4(sn_b + sn_o, ci, cs_dtype);
     if (interleaved) {
@@ -194,7 +222,7 @@ __kernel void kp_rope(long seq, long heads, long head_dim, BUF(x), long xs0, lon
     }
     return;
   }
-  for (long k = i; k < min(i + 4, half_dim); ++k) {
+  for (long k = i; k < min(i + 4, (long)half_dim); ++k) {
     const long cj = ci + (k - i);
     const float c = ld_any(cs_b + cs_o, cj, cs_dtype);
     const float sv = sign * ld_any(sn_b + sn_o, cj, cs_dtype);
@@ -212,12 +240,12 @@ __kernel void kp_rope(long seq, long heads, long head_dim, BUF(x), long xs0, lon
 #define KP_ROW_VECS 8
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
-  __local float scratch[WG];
+  __local float scratch[SCRATCH];
   const long r = get_group_id(0);
   const int lid = get_local_id(0);
   const __global T* x = AT(T, x);
   __global T* out = AT(T, out);
-  const long vcols = ((cols | xs | os) & 3) == 0 ? cols : 0;
+  const long vcols = ((cols | xs | os) & 3) == 0 && ALIGNED(x) && ALIGNED(out) ? cols : 0;
   const bool in_registers = vcols > 0 && vcols <= 4 * WG * KP_ROW_VECS;
   float4 row[KP_ROW_VECS];
   float m = -INFINITY, s = 0.0f;  /* this work-item's max and (streamed) sum of exp(v - m) */
@@ -232,13 +260,13 @@ void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
     for (long i = 4 * lid; i < vcols; i += 4 * WG) {
       const float4 v = ld4(x, r * xs + i);
       const float m_new = fmax(m, fmax(fmax(v.x, v.y), fmax(v.z, v.w)));
-      if (m_new != -INFINITY) s = s * exp(m - m_new) + sum4(exp(v - m_new));
+      if (m_new != -INFINITY) s = s * EXP(m - m_new) + sum4(EXP(v - m_new));
       m = m_new;
     }
     for (long i = vcols + lid; i < cols; i += WG) {
       const float v = ld(x, r * xs + i);
       const float m_new = fmax(m, v);
-      if (m_new != -INFINITY) s = s * exp(m - m_new) + exp(v - m_new);
+      if (m_new != -INFINITY) s = s * EXP(m - m_new) + EXP(v - m_new);
       m = m_new;
     }
   }
@@ -248,11 +276,11 @@ void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
   if (in_registers) {
     #pragma unroll
     for (int k = 0; k < KP_ROW_VECS; ++k) {
-      row[k] = exp(row[k] - row_max);
+      row[k] = EXP(row[k] - row_max);
       mine += sum4(row[k]);
     }
   } else if (m != -INFINITY) {
-    mine = s * exp(m - row_max);
+    mine = s * EXP(m - row_max);
   }
   const float inv = 1.0f / wg_sum(mine, scratch);
   if (in_registers) {
@@ -262,8 +290,8 @@ void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
       if (i < vcols) st4(out, r * os + i, row[k] * inv);
     }
   } else {
-    for (long i = 4 * lid; i < vcols; i += 4 * WG) st4(out, r * os + i, exp(ld4(x, r * xs + i) - row_max) * inv);
-    for (long i = vcols + lid; i < cols; i += WG) st(out, r * os + i, exp(ld(x, r * xs + i) - row_max) * inv);
+    for (long i = 4 * lid; i < vcols; i += 4 * WG) st4(out, r * os + i, EXP(ld4(x, r * xs + i) - row_max) * inv);
+    for (long i = vcols + lid; i < cols; i += WG) st(out, r * os + i, EXP(ld(x, r * xs + i) - row_max) * inv);
   }
 }
 
@@ -274,16 +302,17 @@ void kp_softmax(long cols, BUF(x), long xs, BUF(out), long os) {
  * head_dim or the strides are not multiples of 4). Needs head_dim <= WG.
  * part == 0: writes the normalised row to out[oo..]. Otherwise writes the
  * unnormalised partial result (m, l, acc[head_dim]) to part[po..], for
- * kp_attention_combine. Offsets are element indices into the base pointers. */
+ * kp_attention_combine. Offsets are element indices into the base pointers;
+ * kv_aligned / out_aligned say those base pointers are 4-element aligned. */
 inline void attend(long j_begin, long j_end, long d, float scale, const __global T* q, long qo,
                    const __global T* k, long ko, long kstride, const __global T* v, long vo,
                    long vstride, __global T* out, long oo, __global float* part, long po,
-                   __local float* qv, __local float* p, __local float* scratch,
-                   __local float* lanes) {
+                   bool kv_aligned, bool out_aligned, __local float* qv, __local float* p,
+                   __local float* scratch, __local float* lanes) {
   const int lid = get_local_id(0);
   for (long c = lid; c < d; c += WG) qv[c] = ld(q, qo + c) * scale;
   barrier(CLK_LOCAL_MEM_FENCE);
-  const bool vec = ((d | ko | kstride | vo | vstride) & 3) == 0;
+  const bool vec = ((d | ko | kstride | vo | vstride) & 3) == 0 && kv_aligned;
   const long d4 = d / 4, groups = vec ? WG / d4 : 1;
   const long lane = vec ? lid % d4 : lid, group = vec ? lid / d4 : 0;
   const bool active = vec ? group < groups : lid < d;
@@ -302,8 +331,8 @@ inline void attend(long j_begin, long j_end, long d, float scale, const __global
       for (; c < d; ++c) score += qv[c] * ld(k, kj + c);
     }
     const float m_new = fmax(m, wg_max(score, scratch));
-    const float correction = (isinf(m) && m < 0.0f) ? 0.0f : exp(m - m_new);
-    const float e = j < j_end ? exp(score - m_new) : 0.0f;
+    const float correction = (isinf(m) && m < 0.0f) ? 0.0f : EXP(m - m_new);
+    const float e = j < j_end ? EXP(score - m_new) : 0.0f;
     p[lid] = e;
     l = l * correction + wg_sum(e, scratch);  /* its barriers also publish p */
     const long n = min((long)WG, j_end - j0);
@@ -329,7 +358,7 @@ inline void attend(long j_begin, long j_end, long d, float scale, const __global
       for (long g = 0; g < groups; ++g) total += vload4(g * d4 + lid, lanes);
       if (part == 0) {
         const float4 o = l > 0.0f ? total / l : (float4)(0.0f);
-        if ((oo & 3) == 0) {
+        if ((oo & 3) == 0 && out_aligned) {
           st4(out, oo + 4 * lid, o);
         } else {
           st(out, oo + 4 * lid, o.x); st(out, oo + 4 * lid + 1, o.y);
@@ -357,7 +386,7 @@ void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(
                          long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
                          long vs1, long vs2, BUF(lengths), int has_lengths, BUF(out), long os0,
                          long os1, float scale, BUF(part), long splits, long chunk) {
-  __local float qv[WG], p[WG], scratch[WG];
+  __local float qv[WG], p[WG], scratch[SCRATCH];
   __local float lanes[4 * WG];
   const long g = get_group_id(0), split = get_group_id(1);
   const long b = g / heads, h = g % heads, kvh = h / (heads / kv_heads);
@@ -365,151 +394,235 @@ void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(
   const long j_begin = split * chunk, j_end = min(len, j_begin + chunk);
   attend(j_begin, j_end, d, scale, AT(T, q), b * qs0 + h * qs1, AT(T, k), b * ks0 + kvh * ks1, ks2,
          AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1,
-         splits > 1 ? AT(float, part) : (__global float*)0, (g * splits + split) * (d + 2), qv, p,
-         scratch, lanes);
+         splits > 1 ? AT(float, part) : (__global float*)0, (g * splits + split) * (d + 2),
+         ALIGNED(k) && ALIGNED(v), ALIGNED(out), qv, p, scratch, lanes);
 }
 
-/* Decode attention for grouped-query heads: one work-group per (batch, kv
- * head, up to KP_MAXG of its query heads, split of the cache), so each key
- * and value row is read once for all the query heads that share it. Every
- * work-item scores one key of a block for all those heads; values are summed
- * with float4 lanes over head_dim and WG / (head_dim / 4) key groups. Writes
- * partial results (m, l, acc) for kp_attention_combine. Needs head_dim a
- * multiple of 4, at most WG, and k/v strides multiples of 4 (the host falls
- * back to kp_decode_attention otherwise). */
-#define KP_MAXG 8
+/* Decode attention, split over the cache ("flash decoding"): one work-group
+ * per (batch, kv head, up to KP_MAXG of its query heads, split of the
+ * cache), so each key and value row is read once for all the query heads
+ * that share it, and a batch of one still fills the device.
+ *
+ * A key (and value) row is read by tpr = d / 8 neighbouring work-items (a
+ * "team"), each holding 8 of its dims as two 4-vectors d / 2 apart: a warp's
+ * load covers whole rows, coalesced (the earlier kernel gave each work-item a
+ * whole row: every load touched 32 rows). A block of bk keys is KP_KPT rows
+ * per team; their dot products are summed across each team through local
+ * memory (two barriers per block). Each work-item then keeps its own online
+ * softmax over the keys it loaded (running max, sum, 8 dims of the weighted
+ * values): no per-block work-group maximum. The work-group merges its teams
+ * once at the end and writes the partial result (m, l, acc[d]) of each head
+ * for kp_attention_combine, or with one split the output itself.
+ *
+ * Prefill runs here too: each query row i (seq_q of them, q stride qs2) is
+ * one more work-group dimension, seeing keys [0, i + causal_shift] when
+ * causal (bottom-right aligned). Decode is seq_q = 1, not causal.
+ *
+ * q lives in local memory, not registers: at most 128 registers per
+ * work-item let two work-groups share a compute unit (NVIDIA), and a single
+ * one cannot keep enough loads in flight.
+ *
+ * Needs d a multiple of 8, 16 <= d <= WG, and k and v rows 4-element
+ * aligned (strides multiples of 4, aligned buffers); the host checks and
+ * uses kp_decode_attention otherwise. */
+#define KP_MAXG 4
+/* Keys per work-item and block: 16-bit rows are half the bytes, so twice the
+ * keys keep as many bytes in flight per work-item (they stay packed in
+ * registers until used). */
+#if KP_DTYPE == 0
+#define KP_KPT 2
+typedef float4 V4;
+inline float4 widen(float4 v) { return v; }
+inline float4 ldv(const __global float* p, long i) { return *(const __global float4*)(p + i); }
+#elif KP_DTYPE == 1
+#define KP_KPT 4
+typedef float4 V4;  /* no half arithmetic without cl_khr_fp16: widened at the load */
+inline float4 widen(float4 v) { return v; }
+inline float4 ldv(const __global half* p, long i) { return vloada_half4((size_t)(i >> 2), p); }
+#else
+#define KP_KPT 4
+typedef ushort4 V4;
+inline float4 widen(ushort4 v) { return as_float4(convert_uint4(v) << 16); }
+inline ushort4 ldv(const __global ushort* p, long i) { return *(const __global ushort4*)(p + i); }
+#endif
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0,
                              long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
                              long vs1, long vs2, BUF(lengths), int has_lengths, float scale,
-                             BUF(part), long splits, long chunk, long head_chunks) {
-  __local float qv[KP_MAXG * WG], p[KP_MAXG * WG], red[KP_MAXG * WG], lanes[4 * WG];
+                             BUF(part), long splits, long chunk, long head_chunks, long seq_q,
+                             long qs2, int causal, long causal_shift, BUF(out), long os0, long os1,
+                             long os2) {
+  /* red: the dot products' pieces, one row of tpr + 1 floats (odd: no bank
+   * conflicts when summed) per (head, key); at the end the teams' values.
+   * sc: the block's scores; at the end the teams' maxima. */
+  __local float red[3 * KP_MAXG * KP_KPT * WG / 2];  /* tpr >= 2: rows of tpr + 1 <= 3 tpr / 2 */
+  __local float sc[KP_MAXG * KP_KPT * WG / 2];
+  __local float qs[KP_MAXG * WG];  /* q * scale, [head][dim] (the host keeps d <= WG) */
   const int lid = get_local_id(0);
+  const int tpr = (int)(d / 8), teams = WG / tpr, bk = teams * KP_KPT;
+  const int t = lid % tpr, team = lid / tpr;
+  const bool member = team < teams;  /* WG need not be a multiple of tpr */
   const long wg = get_group_id(0), split = get_group_id(1);
-  const long hc = wg % head_chunks, bk = wg / head_chunks;
-  const long b = bk / kv_heads, kvh = bk % kv_heads;
+  const long row = wg % seq_q, hc = (wg / seq_q) % head_chunks, bkv = wg / seq_q / head_chunks;
+  const long b = bkv / kv_heads, kvh = bkv % kv_heads;
   const long group = heads / kv_heads;
   const long h0 = kvh * group + hc * KP_MAXG;
-  const long G = min((long)KP_MAXG, group - hc * KP_MAXG);
-  const long len = has_lengths ? AT(long, lengths)[b] : cache_len;
+  const int G = (int)min((long)KP_MAXG, group - hc * KP_MAXG);
+  long len = has_lengths ? AT(long, lengths)[b] : cache_len;
+  if (causal) len = clamp(row + causal_shift + 1, 0L, len);
   const long j_begin = split * chunk, j_end = min(len, j_begin + chunk);
   const __global T* q = AT(T, q);
   const __global T* k = AT(T, k);
   const __global T* v = AT(T, v);
   __global float* part = AT(float, part);
+  const long c0 = 4 * t, c1 = c0 + d / 2;
+  float4 acca[KP_MAXG], accb[KP_MAXG];
+  float m[KP_MAXG], l[KP_MAXG];
+  for (long c = lid; c < G * d; c += WG) {  /* q rows need no alignment */
+    qs[c] = ld(q, b * qs0 + (h0 + c / d) * qs1 + row * qs2 + c % d) * scale;
+  }
+  #pragma unroll
   for (int g = 0; g < KP_MAXG; ++g) {
-    for (long c = lid; c < d; c += WG) qv[g * WG + c] = g < G ? ld(q, b * qs0 + (h0 + g) * qs1 + c) * scale : 0.0f;
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+    acca[g] = accb[g] = (float4)(0.0f);
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   const long ko = b * ks0 + kvh * ks1, vo = b * vs0 + kvh * vs1;
-  const long d4 = d / 4, kgroups = WG / d4, lane = lid % d4, kgroup = lid / d4;
-  const bool active = kgroup < kgroups;
-  float m[KP_MAXG], l[KP_MAXG];
-  float4 acc[KP_MAXG];
-  #pragma unroll
-  for (int g = 0; g < KP_MAXG; ++g) { m[g] = -INFINITY; l[g] = 0.0f; acc[g] = (float4)(0.0f); }
-  for (long j0 = j_begin; j0 < j_end; j0 += WG) {
-    const long j = j0 + lid;
-    float score[KP_MAXG];
+  for (long j0 = j_begin; j0 < j_end; j0 += bk) {
+    /* values are loaded with the keys: in flight across the two barriers */
+    V4 ka[KP_KPT], kb[KP_KPT], va[KP_KPT], vb[KP_KPT];
     #pragma unroll
-    for (int g = 0; g < KP_MAXG; ++g) score[g] = j < j_end ? 0.0f : -INFINITY;
-    if (j < j_end) {
-      const long kj = ko + j * ks2;
-      for (long c = 0; c < d; c += 4) {
-        const float4 key = ld4(k, kj + c);
-        #pragma unroll
-        for (int g = 0; g < KP_MAXG; ++g) {
-          if (g < G) score[g] += dot(vload4(0, qv + g * WG + c), key);
+    for (int kk = 0; kk < KP_KPT; ++kk) {
+      const long j = j0 + team + kk * teams;
+      const bool valid = member && j < j_end;
+      ka[kk] = valid ? ldv(k, ko + j * ks2 + c0) : (V4)(0);
+      kb[kk] = valid ? ldv(k, ko + j * ks2 + c1) : (V4)(0);
+      va[kk] = valid ? ldv(v, vo + j * vs2 + c0) : (V4)(0);
+      vb[kk] = valid ? ldv(v, vo + j * vs2 + c1) : (V4)(0);
+    }
+    if (member) {
+      #pragma unroll
+      for (int g = 0; g < KP_MAXG; ++g) {
+        if (g < G) {
+          const float4 qa = vload4(0, qs + g * d + c0), qb = vload4(0, qs + g * d + c1);
+          #pragma unroll
+          for (int kk = 0; kk < KP_KPT; ++kk) {
+            red[(g * bk + kk * teams + team) * (tpr + 1) + t] = dot(qa, widen(ka[kk])) + dot(qb, widen(kb[kk]));
+          }
         }
       }
     }
-    /* the block's maximum of every head at once */
-    #pragma unroll
-    for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] = score[g];
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {
-      if (lid < s) {
-        #pragma unroll
-        for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] = fmax(red[g * WG + lid], red[g * WG + lid + s]);
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    float correction[KP_MAXG];
-    #pragma unroll
-    for (int g = 0; g < KP_MAXG; ++g) {
-      const float m_new = fmax(m[g], red[g * WG]);
-      correction[g] = (isinf(m[g]) && m[g] < 0.0f) ? 0.0f : exp(m[g] - m_new);
-      m[g] = m_new;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);  /* red[g * WG] read by all before it is overwritten */
-    #pragma unroll
-    for (int g = 0; g < KP_MAXG; ++g) {
-      const float e = (j < j_end && !(isinf(m[g]) && m[g] < 0.0f)) ? exp(score[g] - m[g]) : 0.0f;
-      p[g * WG + lid] = e;
-      red[g * WG + lid] = e;
+    for (int s = lid; s < G * bk; s += WG) {
+      float sum = 0.0f;
+      for (int i = 0; i < tpr; ++i) sum += red[s * (tpr + 1) + i];
+      sc[s] = j0 + s % bk < j_end ? sum : -INFINITY;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = WG / 2; s > 0; s >>= 1) {
-      if (lid < s) {
-        #pragma unroll
-        for (int g = 0; g < KP_MAXG; ++g) red[g * WG + lid] += red[g * WG + lid + s];
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    #pragma unroll
-    for (int g = 0; g < KP_MAXG; ++g) l[g] = l[g] * correction[g] + red[g * WG];
-    const long n = min((long)WG, j_end - j0);
-    if (active) {
+    if (member) {
       #pragma unroll
-      for (int g = 0; g < KP_MAXG; ++g) acc[g] *= correction[g];
-      for (long jj = kgroup; jj < n; jj += kgroups) {
-        const float4 value = ld4(v, vo + (j0 + jj) * vs2 + 4 * lane);  /* read once for all heads */
+      for (int g = 0; g < KP_MAXG; ++g) {
+        float s[KP_KPT];
+        float mx = m[g];
         #pragma unroll
-        for (int g = 0; g < KP_MAXG; ++g) acc[g] += p[g * WG + jj] * value;
+        for (int kk = 0; kk < KP_KPT; ++kk) {
+          s[kk] = g < G ? sc[g * bk + kk * teams + team] : -INFINITY;
+          mx = fmax(mx, s[kk]);
+        }
+        if (mx != -INFINITY) {
+          const float correction = EXP(m[g] - mx);  /* 0 while m is -inf */
+          float lsum = l[g] * correction;
+          float4 a = acca[g] * correction, c = accb[g] * correction;
+          #pragma unroll
+          for (int kk = 0; kk < KP_KPT; ++kk) {
+            const float p = EXP(s[kk] - mx);
+            lsum += p;
+            a += p * widen(va[kk]);
+            c += p * widen(vb[kk]);
+          }
+          m[g] = mx;
+          l[g] = lsum;
+          acca[g] = a;
+          accb[g] = c;
+        }
       }
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
   }
-  /* per head: sum the key groups' lanes and write the partial result */
+  barrier(CLK_LOCAL_MEM_FENCE);  /* sc is reused below: every team is done reading its scores */
+  /* per head: rescale every team to the work-group's maximum and sum them */
   #pragma unroll
   for (int g = 0; g < KP_MAXG; ++g) {
-    vstore4(active ? acc[g] : (float4)(0.0f), lid, lanes);
+    if (member && t == 0) sc[team] = m[g];
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (g < G && lid < d4) {
-      float4 total = (float4)(0.0f);
-      for (long kg = 0; kg < kgroups; ++kg) total += vload4(kg * d4 + lid, lanes);
-      const long po = ((b * heads + h0 + g) * splits + split) * (d + 2);
-      vstore4(total, 0, part + po + 2 + 4 * lid);
+    float mg = -INFINITY;
+    for (int i = 0; i < teams; ++i) mg = fmax(mg, sc[i]);
+    const float f = (member && m[g] != -INFINITY) ? EXP(m[g] - mg) : 0.0f;
+    if (member) {
+      vstore4(acca[g] * f, 0, red + team * d + c0);
+      vstore4(accb[g] * f, 0, red + team * d + c1);
+      if (t == 0) red[teams * d + team] = l[g] * f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (g < G && splits == 1) {  /* the whole row: normalised output, no merge kernel */
+      float total = 0.0f;
+      for (int i = 0; i < teams; ++i) total += red[teams * d + i];
+      const long oo = b * os0 + (h0 + g) * os1 + row * os2;
+      for (long c = lid; c < d; c += WG) {
+        float o = 0.0f;
+        for (int i = 0; i < teams; ++i) o += red[i * d + c];
+        st(AT(T, out), oo + c, total > 0.0f ? o / total : 0.0f);
+      }
+    } else if (g < G) {
+      const long po = (((b * heads + h0 + g) * seq_q + row) * splits + split) * (d + 2);
+      for (long c = lid; c < d; c += WG) {
+        float o = 0.0f;
+        for (int i = 0; i < teams; ++i) o += red[i * d + c];
+        part[po + 2 + c] = o;
+      }
       if (lid == 0) {
-        part[po] = m[g];
-        part[po + 1] = l[g];
+        float total = 0.0f;
+        for (int i = 0; i < teams; ++i) total += red[teams * d + i];
+        part[po] = mg;
+        part[po + 1] = total;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 }
 
-/* One work-group per (batch, head): merges the splits' partial results. */
+/* One work-group per (batch, head, query row): merges the splits' partial results.
+ * Each split's weight exp(m_s - m) is computed once, into local memory, for
+ * a tile of WG splits at a time. Needs d <= WG. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), long os0, long os1) {
+void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), long os0, long os1,
+                          long seq_q, long os2) {
+  __local float scratch[SCRATCH], w[WG];
+  const int lid = get_local_id(0);
   const long g = get_group_id(0);
-  const long b = g / heads, h = g % heads;
+  const long row = g % seq_q, b = g / seq_q / heads, h = (g / seq_q) % heads;
   const __global float* part = AT(float, part) + g * splits * (d + 2);
   float m = -INFINITY;
-  for (long s = 0; s < splits; ++s) m = fmax(m, part[s * (d + 2)]);
+  for (long s = lid; s < splits; s += WG) m = fmax(m, part[s * (d + 2)]);
+  m = wg_max(m, scratch);
   float l = 0.0f;
-  for (long s = 0; s < splits; ++s) {
+  for (long s = lid; s < splits; s += WG) {
     const float ms = part[s * (d + 2)];
-    if (!(isinf(ms) && ms < 0.0f)) l += part[s * (d + 2) + 1] * exp(ms - m);
+    if (ms != -INFINITY) l += part[s * (d + 2) + 1] * EXP(ms - m);
   }
-  for (long c = get_local_id(0); c < d; c += WG) {
-    float o = 0.0f;
-    for (long s = 0; s < splits; ++s) {
-      const float ms = part[s * (d + 2)];
-      if (!(isinf(ms) && ms < 0.0f)) o += part[s * (d + 2) + 2 + c] * exp(ms - m);
+  l = wg_sum(l, scratch);
+  float o = 0.0f;
+  for (long s0 = 0; s0 < splits; s0 += WG) {
+    const float ms = s0 + lid < splits ? part[(s0 + lid) * (d + 2)] : -INFINITY;
+    w[lid] = ms != -INFINITY ? EXP(ms - m) : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const long n = min((long)WG, splits - s0);
+    if (lid < d) {
+      for (long i = 0; i < n; ++i) o += w[i] * part[(s0 + i) * (d + 2) + 2 + lid];
     }
-    st(AT(T, out), b * os0 + h * os1 + c, l > 0.0f ? o / l : 0.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
+  if (lid < d) st(AT(T, out), b * os0 + h * os1 + row * os2 + lid, l > 0.0f ? o / l : 0.0f);
 }
 
 /* One work-group per (batch, head, query position). */
@@ -518,7 +631,7 @@ void kp_prefill_attention(long heads, long kv_heads, long seq_q, long seq_kv, lo
                           long qs0, long qs1, long qs2, BUF(k), long ks0, long ks1, long ks2,
                           BUF(v), long vs0, long vs1, long vs2, BUF(out), long os0, long os1,
                           long os2, float scale, int causal) {
-  __local float qv[WG], p[WG], scratch[WG];
+  __local float qv[WG], p[WG], scratch[SCRATCH];
   __local float lanes[4 * WG];
   const long g = get_group_id(0);
   const long i = g % seq_q, bh = g / seq_q;
@@ -527,19 +640,19 @@ void kp_prefill_attention(long heads, long kv_heads, long seq_q, long seq_kv, lo
   const long len = causal ? clamp(i + (seq_kv - seq_q) + 1, 0L, seq_kv) : seq_kv;
   attend(0, len, d, scale, AT(T, q), b * qs0 + h * qs1 + i * qs2, AT(T, k), b * ks0 + kvh * ks1,
          ks2, AT(T, v), b * vs0 + kvh * vs1, vs2, AT(T, out), b * os0 + h * os1 + i * os2,
-         (__global float*)0, 0, qv, p, scratch, lanes);
+         (__global float*)0, 0, ALIGNED(k) && ALIGNED(v), ALIGNED(out), qv, p, scratch, lanes);
 }
 
 /* One work-group per output row. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_matmul_vec(long k, BUF(w), long ws, BUF(x), BUF(out)) {
-  __local float scratch[WG];
+  __local float scratch[SCRATCH];
   const long n = get_group_id(0);
   const int lid = get_local_id(0);
   const __global T* w = AT(T, w);
   const __global T* x = AT(T, x);
   float s = 0.0f;
-  const long vk = ((k | ws) & 3) == 0 ? k : 0;
+  const long vk = ((k | ws) & 3) == 0 && ALIGNED(w) && ALIGNED(x) ? k : 0;
   for (long i = 4 * lid; i < vk; i += 4 * WG) s += dot(ld4(w, n * ws + i), ld4(x, i));
   for (long i = vk + lid; i < k; i += WG) s += ld(w, n * ws + i) * ld(x, i);
   s = wg_sum(s, scratch);

@@ -3,6 +3,7 @@
 // kernel's arguments and enqueues it on the stream's command queue, in order
 // with the stream's copies.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -36,6 +37,7 @@ class Launch {
       return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": unknown kpdrDtype " + std::to_string(dtype));
     }
     dtype_ = static_cast<kpdrDtype>(dtype);
+    handle_ = handle;
     return KPDR_SUCCESS;
   }
 
@@ -66,22 +68,32 @@ class Launch {
   }
   // A buffer of the runtime's own (scratch), passed as (cl_mem, offset 0).
   void mem(kpdr_opencl::cl_mem m) { add_mem(m, 0); }
-  // A scratch buffer for this launch; released when the Launch goes, which
-  // OpenCL defers until the kernels using it have run.
-  kpdrError_t scratch(size_t bytes, kpdr_opencl::cl_mem* out) {
-    cl_int status = CL_SUCCESS;
-    *out = runtime_->cl().CreateBuffer(runtime_->context(), kpdr_opencl::CL_MEM_READ_WRITE, bytes, nullptr, &status);
-    if (*out == nullptr || status != CL_SUCCESS) {
-      return fail(KPDR_ERROR_OUT_OF_MEMORY, std::string(api_) + ": a scratch buffer of " +
-                                                kpdr_opencl::bytes_text(bytes) + " failed (" +
-                                                kpdr_opencl::cl_error_name(status) + ")");
+  // Scratch memory for this launch and the ones enqueued after it on the same
+  // stream before this Launch goes: the stream's kept workspace when it is
+  // large enough, else a new buffer that replaces it afterwards.
+  kpdrError_t workspace(size_t bytes, kpdr_opencl::cl_mem* out) {
+    *out = stream_->borrow_workspace(bytes);
+    if (*out == nullptr) {
+      cl_int status = CL_SUCCESS;
+      *out = runtime_->cl().CreateBuffer(runtime_->context(), kpdr_opencl::CL_MEM_READ_WRITE, bytes, nullptr, &status);
+      if (*out == nullptr || status != CL_SUCCESS) {
+        *out = nullptr;
+        return fail(KPDR_ERROR_OUT_OF_MEMORY, std::string(api_) + ": a scratch buffer of " +
+                                                  kpdr_opencl::bytes_text(bytes) + " failed (" +
+                                                  kpdr_opencl::cl_error_name(status) + ")");
+      }
     }
-    scratch_.push_back(*out);
+    workspace_ = *out;
+    workspace_bytes_ = bytes;
     return KPDR_SUCCESS;
   }
+  // The stream this launch runs on.
+  kpdrStream_t stream_handle() const { return handle_; }
+  kpdrDtype dtype() const { return dtype_; }
+  const char* api() const { return api_; }
   int compute_units() const { return runtime_->device(stream_->device()).compute_units; }
   ~Launch() {
-    for (auto m : scratch_) runtime_->cl().ReleaseMemObject(m);
+    if (workspace_ != nullptr) stream_->return_workspace(workspace_, workspace_bytes_);
   }
   void i64(int64_t v) { add(&v, sizeof(v)); }
   void i32(int32_t v) { add(&v, sizeof(v)); }
@@ -144,7 +156,9 @@ class Launch {
   kpdrDtype dtype_ = KPDR_DTYPE_FLOAT32;
   std::vector<Arg> args_;
   std::vector<std::shared_ptr<kpdr_opencl::Allocation>> holders_;  // alive until enqueued
-  std::vector<kpdr_opencl::cl_mem> scratch_;
+  kpdrStream_t handle_ = nullptr;
+  kpdr_opencl::cl_mem workspace_ = nullptr;  // lent by the stream until this Launch goes
+  size_t workspace_bytes_ = 0;
   size_t wg_ = 0;
 };
 
@@ -160,13 +174,30 @@ kpdrError_t guarded(const char* api, Body&& body) {
 #define KP_TRY(call) \
   if (kpdrError_t kp_error = (call)) return kp_error
 
+// Every entry: C++ exceptions become errors, the descriptor must exist and its
+// stream and dtype are checked; `body(launch)` then adds the arguments and
+// enqueues.
+template <typename Args, typename Body>
+kpdrError_t entry(const char* api, const Args* a, kpdrStream_t stream, Body&& body) {
+  return guarded(api, [&] {
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": args is NULL");
+    Launch l(api);
+    KP_TRY(l.begin(stream, a->dtype));
+    return body(l);
+  });
+}
+
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
+// One work-group per row (the kernel is declared with reqd_work_group_size(WG)).
+kpdrError_t run_rows(Launch& l, const char* kernel, int64_t rows) {
+  KP_TRY(l.fetch_work_group());
+  const size_t global = static_cast<size_t>(rows) * l.wg(), local = l.wg();
+  return l.run(kernel, 1, &global, &local);
+}
+
 kpdrError_t rms_norm(const kpdrRmsNormArgs* a, kpdrStream_t stream) {
-  return guarded("rms_norm", [&] {
-    Launch l("rms_norm");
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "rms_norm: args is NULL");
-    KP_TRY(l.begin(stream, a->dtype));
+  return entry("rms_norm", a, stream, [&](Launch& l) {
     const bool residual = a->residual != nullptr;
     l.i64(a->cols);
     KP_TRY(l.tensor(a->x, "x")); l.i64(a->x_row_stride);
@@ -178,17 +209,12 @@ kpdrError_t rms_norm(const kpdrRmsNormArgs* a, kpdrStream_t stream) {
     KP_TRY(l.tensor(a->rstd, "rstd", true));
     l.i32(residual ? 1 : 0);
     l.i32(a->rstd != nullptr ? 1 : 0);
-    KP_TRY(l.fetch_work_group());
-    const size_t global = static_cast<size_t>(a->rows) * l.wg(), local = l.wg();
-    return l.run("kp_rms_norm", 1, &global, &local);
+    return run_rows(l, "kp_rms_norm", a->rows);
   });
 }
 
 kpdrError_t silu(const kpdrSiluArgs* a, kpdrStream_t stream) {
-  return guarded("silu", [&] {
-    Launch l("silu");
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "silu: args is NULL");
-    KP_TRY(l.begin(stream, a->dtype));
+  return entry("silu", a, stream, [&](Launch& l) {
     l.i64(a->cols);
     KP_TRY(l.tensor(a->x, "x")); l.i64(a->x_row_stride);
     KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_row_stride);
@@ -202,10 +228,7 @@ kpdrError_t silu(const kpdrSiluArgs* a, kpdrStream_t stream) {
 }
 
 kpdrError_t rope(const kpdrRopeArgs* a, kpdrStream_t stream) {
-  return guarded("rope", [&] {
-    Launch l("rope");
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "rope: args is NULL");
-    KP_TRY(l.begin(stream, a->dtype));
+  return entry("rope", a, stream, [&](Launch& l) {
     if (a->cs_dtype < KPDR_DTYPE_FLOAT32 || a->cs_dtype > KPDR_DTYPE_BFLOAT16) {
       return fail(KPDR_ERROR_INVALID_VALUE, "rope: unknown cs_dtype");
     }
@@ -217,83 +240,126 @@ kpdrError_t rope(const kpdrRopeArgs* a, kpdrStream_t stream) {
     l.i32(a->cs_dtype);
     l.i64(a->cs_batch_stride); l.i64(a->cs_seq_stride);
     l.i32(a->interleaved); l.i32(a->inverse);
-    const int64_t total = a->batch * a->seq * a->heads * ((a->head_dim / 2 + 3) / 4);
-    l.i64(total);
     KP_TRY(l.fetch_work_group());
-    const size_t global = round_up(static_cast<size_t>(total), l.wg()), local = l.wg();
-    return l.run("kp_rope", 1, &global, &local);
+    // (head x group of 4 rotation pairs, position, batch); the first
+    // dimension's work-group no wider than a position needs.
+    const size_t per_position = static_cast<size_t>(a->heads) * ((a->head_dim / 2 + 3) / 4);
+    if (per_position > UINT32_MAX) return fail(KPDR_ERROR_NOT_SUPPORTED, "rope: more than 2^32 rotation groups per position");
+    size_t local0 = 1;
+    while (local0 < l.wg() && local0 < per_position) local0 *= 2;
+    const size_t global[3] = {round_up(per_position, local0), static_cast<size_t>(a->seq), static_cast<size_t>(a->batch)};
+    const size_t local[3] = {local0, 1, 1};
+    return l.run("kp_rope", 3, global, local);
   });
 }
 
 kpdrError_t softmax(const kpdrSoftmaxArgs* a, kpdrStream_t stream) {
-  return guarded("softmax", [&] {
-    Launch l("softmax");
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "softmax: args is NULL");
-    KP_TRY(l.begin(stream, a->dtype));
+  return entry("softmax", a, stream, [&](Launch& l) {
     l.i64(a->cols);
     KP_TRY(l.tensor(a->x, "x")); l.i64(a->x_row_stride);
     KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_row_stride);
-    KP_TRY(l.fetch_work_group());
-    const size_t global = static_cast<size_t>(a->rows) * l.wg(), local = l.wg();
-    return l.run("kp_softmax", 1, &global, &local);
+    return run_rows(l, "kp_softmax", a->rows);
   });
 }
 
+// Decode and prefill attention as one problem: `seq_q` query rows per (batch,
+// head) against `seq_kv` keys (decode: one row, the cache, optional lengths).
+struct Attention {
+  int64_t batch, heads, kv_heads, seq_q, seq_kv, head_dim;
+  const void *q, *k, *v, *out, *lengths;
+  int64_t q_stride[3], k_stride[3], v_stride[3], out_stride[3];  // (batch, head, row or position)
+  float scale;
+  int causal;
+};
+
+// Splits each row's keys (flash decoding) until there are about eight
+// work-groups per compute unit, in chunks of at least `min_chunk` keys (a
+// multiple of `block`); kp_attention_combine merges the splits.
+void split_keys(const Launch& l, const Attention& p, int64_t groups, int64_t min_chunk, int64_t block,
+                int64_t* splits, int64_t* chunk) {
+  const int64_t target = 8 * static_cast<int64_t>(l.compute_units());
+  *splits = std::max<int64_t>(1, std::min<int64_t>((target + groups - 1) / groups, (p.seq_kv + min_chunk - 1) / min_chunk));
+  *chunk = static_cast<int64_t>(round_up(std::max<int64_t>(1, (p.seq_kv + *splits - 1) / *splits), block));
+  *splits = std::max<int64_t>(1, (p.seq_kv + *chunk - 1) / *chunk);
+}
+
+// kp_attention_combine: merges `splits` partial results per (batch, head, row) from `part` into out.
+kpdrError_t combine_splits(const Launch& first, const Attention& p, int64_t splits, kpdr_opencl::cl_mem part) {
+  Launch combine(first.api());
+  KP_TRY(combine.begin(first.stream_handle(), first.dtype()));
+  combine.i64(p.heads); combine.i64(p.head_dim); combine.i64(splits);
+  combine.mem(part);
+  KP_TRY(combine.tensor(p.out, "out")); combine.i64(p.out_stride[0]); combine.i64(p.out_stride[1]);
+  combine.i64(p.seq_q); combine.i64(p.out_stride[2]);
+  return run_rows(combine, "kp_attention_combine", p.batch * p.heads * p.seq_q);
+}
+
+// kp_decode_attention_gqa applies: d / 8 >= 2 work-items per key row (d % 8
+// == 0) and rows of k and v that are 4-element aligned (strides and buffers).
+bool split_kernel_applies(const Attention& p, kpdrDtype dtype) {
+  const uintptr_t vector_bytes = 4 * (dtype == KPDR_DTYPE_FLOAT32 ? 4 : 2);
+  return p.head_dim % 8 == 0 && p.head_dim >= 16 && (p.k_stride[0] | p.k_stride[1] | p.k_stride[2]) % 4 == 0 &&
+         (p.v_stride[0] | p.v_stride[1] | p.v_stride[2]) % 4 == 0 &&
+         (reinterpret_cast<uintptr_t>(p.k) | reinterpret_cast<uintptr_t>(p.v)) % vector_bytes == 0;
+}
+
+// The split-K kernel: one work-group per (batch, kv head, up to 4 of its
+// query heads, row, split of the keys), then the merge.
+kpdrError_t split_attention(Launch& l, const Attention& p) {
+  constexpr int64_t kMaxGroup = 4;  // KP_MAXG in the kernel
+  const int64_t keys_per_item = l.dtype() == KPDR_DTYPE_FLOAT32 ? 2 : 4;  // KP_KPT
+  const int64_t wg = static_cast<int64_t>(l.wg());
+  const int64_t head_chunks = (p.heads / p.kv_heads + kMaxGroup - 1) / kMaxGroup;
+  const int64_t groups = p.batch * p.kv_heads * head_chunks * p.seq_q;
+  const int64_t block = (wg / (p.head_dim / 8)) * keys_per_item;  // keys per loop step
+  int64_t splits = 1, chunk = 1;
+  split_keys(l, p, groups, 128, block, &splits, &chunk);
+  kpdr_opencl::cl_mem part = nullptr;  // with one split the kernel writes out itself
+  if (splits > 1) {
+    KP_TRY(l.workspace(static_cast<size_t>(p.batch * p.heads * p.seq_q * splits * (p.head_dim + 2)) * sizeof(float), &part));
+  }
+  l.i64(p.heads); l.i64(p.kv_heads); l.i64(p.seq_kv); l.i64(p.head_dim);
+  KP_TRY(l.tensor(p.q, "q")); l.i64(p.q_stride[0]); l.i64(p.q_stride[1]);
+  KP_TRY(l.tensor(p.k, "k")); l.i64(p.k_stride[0]); l.i64(p.k_stride[1]); l.i64(p.k_stride[2]);
+  KP_TRY(l.tensor(p.v, "v")); l.i64(p.v_stride[0]); l.i64(p.v_stride[1]); l.i64(p.v_stride[2]);
+  KP_TRY(l.tensor(p.lengths, "lengths", true)); l.i32(p.lengths != nullptr ? 1 : 0);
+  l.f32(p.scale);
+  if (part != nullptr) l.mem(part); else KP_TRY(l.tensor(p.out, "out"));
+  l.i64(splits); l.i64(chunk); l.i64(head_chunks);
+  l.i64(p.seq_q); l.i64(p.q_stride[2]); l.i32(p.causal); l.i64(p.seq_kv - p.seq_q);
+  KP_TRY(l.tensor(p.out, "out")); l.i64(p.out_stride[0]); l.i64(p.out_stride[1]); l.i64(p.out_stride[2]);
+  const size_t global[2] = {static_cast<size_t>(groups * wg), static_cast<size_t>(splits)};
+  const size_t local[2] = {l.wg(), 1};
+  KP_TRY(l.run("kp_decode_attention_gqa", 2, global, local));
+  return splits == 1 ? KPDR_SUCCESS : combine_splits(l, p, splits, part);
+}
+
+// head_dim up to the work-group size, whole groups of query heads per kv head.
+kpdrError_t attention_supported(Launch& l, const char* api, int64_t head_dim, int64_t heads, int64_t kv_heads) {
+  KP_TRY(l.fetch_work_group());
+  if (head_dim > static_cast<int64_t>(l.wg()) || kv_heads <= 0 || heads % kv_heads != 0) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": head_dim " + std::to_string(head_dim) +
+                                              " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
+  }
+  return KPDR_SUCCESS;
+}
+
 kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* a, kpdrStream_t stream) {
-  return guarded("decode_attention", [&] {
-    Launch l("decode_attention");
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "decode_attention: args is NULL");
-    KP_TRY(l.begin(stream, a->dtype));
-    KP_TRY(l.fetch_work_group());
-    if (a->head_dim > static_cast<int64_t>(l.wg()) || a->kv_heads <= 0 || a->heads % a->kv_heads != 0) {
-      return fail(KPDR_ERROR_NOT_SUPPORTED, "decode_attention: head_dim " + std::to_string(a->head_dim) +
-                                                " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
-    }
+  return entry("decode_attention", a, stream, [&](Launch& l) {
+    KP_TRY(attention_supported(l, "decode_attention", a->head_dim, a->heads, a->kv_heads));
+    if (a->batch * a->heads == 0) return KPDR_SUCCESS;
+    const Attention p{a->batch, a->heads, a->kv_heads, 1, a->cache_len, a->head_dim,
+                      a->q, a->k, a->v, a->out, a->lengths,
+                      {a->q_stride[0], a->q_stride[1], 0}, {a->k_stride[0], a->k_stride[1], a->k_stride[2]},
+                      {a->v_stride[0], a->v_stride[1], a->v_stride[2]}, {a->out_stride[0], a->out_stride[1], 0},
+                      a->scale, 0};
+    if (split_kernel_applies(p, l.dtype())) return split_attention(l, p);
+    // Any head_dim and alignment: one work-group per (batch, head, split).
     const int64_t rows = a->batch * a->heads;
-    if (rows == 0) return KPDR_SUCCESS;
-    // Split the cache (flash decoding) until there are about eight work-groups
-    // per compute unit, in chunks of at least 256 positions; a second kernel
-    // merges the splits.
-    auto split_cache = [&](int64_t groups, int64_t* splits, int64_t* chunk) {
-      const int64_t target = 8 * static_cast<int64_t>(l.compute_units());
-      *splits = std::max<int64_t>(1, std::min<int64_t>((target + groups - 1) / groups, (a->cache_len + 255) / 256));
-      *chunk = std::max<int64_t>(1, (a->cache_len + *splits - 1) / *splits);
-      *splits = std::max<int64_t>(1, (a->cache_len + *chunk - 1) / *chunk);
-    };
-    // Grouped-query path: one work-group serves up to 8 query heads of a kv
-    // head, reading its keys and values once (needs 4-element vector rows).
-    const bool vector_rows = a->head_dim % 4 == 0 && (a->k_stride[0] | a->k_stride[1] | a->k_stride[2]) % 4 == 0 &&
-                             (a->v_stride[0] | a->v_stride[1] | a->v_stride[2]) % 4 == 0;
-    if (vector_rows) {
-      const int64_t group = a->heads / a->kv_heads;
-      const int64_t head_chunks = (group + 7) / 8;
-      const int64_t groups = a->batch * a->kv_heads * head_chunks;
-      int64_t splits = 1, chunk = 1;
-      split_cache(groups, &splits, &chunk);
-      kpdr_opencl::cl_mem part = nullptr;
-      KP_TRY(l.scratch(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
-      l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
-      KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]);
-      KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
-      KP_TRY(l.tensor(a->v, "v")); l.i64(a->v_stride[0]); l.i64(a->v_stride[1]); l.i64(a->v_stride[2]);
-      KP_TRY(l.tensor(a->lengths, "lengths", true)); l.i32(a->lengths != nullptr ? 1 : 0);
-      l.f32(a->scale);
-      l.mem(part); l.i64(splits); l.i64(chunk); l.i64(head_chunks);
-      const size_t global[2] = {static_cast<size_t>(groups) * l.wg(), static_cast<size_t>(splits)};
-      const size_t local[2] = {l.wg(), 1};
-      KP_TRY(l.run("kp_decode_attention_gqa", 2, global, local));
-      Launch combine("decode_attention");
-      KP_TRY(combine.begin(stream, a->dtype));
-      combine.i64(a->heads); combine.i64(a->head_dim); combine.i64(splits);
-      combine.mem(part);
-      KP_TRY(combine.tensor(a->out, "out")); combine.i64(a->out_stride[0]); combine.i64(a->out_stride[1]);
-      const size_t combine_global = static_cast<size_t>(rows) * l.wg(), combine_local = l.wg();
-      return combine.run("kp_attention_combine", 1, &combine_global, &combine_local);
-    }
     int64_t splits = 1, chunk = 1;
-    split_cache(rows, &splits, &chunk);
+    split_keys(l, p, rows, 256, 1, &splits, &chunk);
     kpdr_opencl::cl_mem part = nullptr;
-    if (splits > 1) KP_TRY(l.scratch(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
+    if (splits > 1) KP_TRY(l.workspace(static_cast<size_t>(rows * splits * (a->head_dim + 2)) * sizeof(float), &part));
     l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->cache_len); l.i64(a->head_dim);
     KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]);
     KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
@@ -307,72 +373,61 @@ kpdrError_t decode_attention(const kpdrDecodeAttentionArgs* a, kpdrStream_t stre
     const size_t local[2] = {l.wg(), 1};
     KP_TRY(l.run("kp_decode_attention", 2, global, local));
     if (splits == 1) return KPDR_SUCCESS;
-    Launch combine("decode_attention");
-    KP_TRY(combine.begin(stream, a->dtype));
-    combine.i64(a->heads); combine.i64(a->head_dim); combine.i64(splits);
-    combine.mem(part);
-    KP_TRY(combine.tensor(a->out, "out")); combine.i64(a->out_stride[0]); combine.i64(a->out_stride[1]);
-    const size_t combine_global = static_cast<size_t>(rows) * l.wg(), combine_local = l.wg();
-    return combine.run("kp_attention_combine", 1, &combine_global, &combine_local);
+    return combine_splits(l, p, splits, part);
   });
 }
 
 kpdrError_t prefill_attention(const kpdrPrefillAttentionArgs* a, kpdrStream_t stream) {
-  return guarded("prefill_attention", [&] {
-    Launch l("prefill_attention");
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "prefill_attention: args is NULL");
-    KP_TRY(l.begin(stream, a->dtype));
-    KP_TRY(l.fetch_work_group());
-    if (a->head_dim > static_cast<int64_t>(l.wg()) || a->kv_heads <= 0 || a->heads % a->kv_heads != 0) {
-      return fail(KPDR_ERROR_NOT_SUPPORTED, "prefill_attention: head_dim " + std::to_string(a->head_dim) +
-                                                " exceeds the OpenCL work-group size " + std::to_string(l.wg()));
-    }
+  return entry("prefill_attention", a, stream, [&](Launch& l) {
+    KP_TRY(attention_supported(l, "prefill_attention", a->head_dim, a->heads, a->kv_heads));
+    const Attention p{a->batch, a->heads, a->kv_heads, a->seq_q, a->seq_kv, a->head_dim,
+                      a->q, a->k, a->v, a->out, nullptr,
+                      {a->q_stride[0], a->q_stride[1], a->q_stride[2]}, {a->k_stride[0], a->k_stride[1], a->k_stride[2]},
+                      {a->v_stride[0], a->v_stride[1], a->v_stride[2]},
+                      {a->out_stride[0], a->out_stride[1], a->out_stride[2]}, a->scale, a->causal};
+    if (a->batch * a->heads * a->seq_q == 0) return KPDR_SUCCESS;
+    if (split_kernel_applies(p, l.dtype())) return split_attention(l, p);
+    // Any head_dim and alignment: one work-group per query row.
     l.i64(a->heads); l.i64(a->kv_heads); l.i64(a->seq_q); l.i64(a->seq_kv); l.i64(a->head_dim);
     KP_TRY(l.tensor(a->q, "q")); l.i64(a->q_stride[0]); l.i64(a->q_stride[1]); l.i64(a->q_stride[2]);
     KP_TRY(l.tensor(a->k, "k")); l.i64(a->k_stride[0]); l.i64(a->k_stride[1]); l.i64(a->k_stride[2]);
     KP_TRY(l.tensor(a->v, "v")); l.i64(a->v_stride[0]); l.i64(a->v_stride[1]); l.i64(a->v_stride[2]);
     KP_TRY(l.tensor(a->out, "out")); l.i64(a->out_stride[0]); l.i64(a->out_stride[1]); l.i64(a->out_stride[2]);
     l.f32(a->scale); l.i32(a->causal);
-    const size_t global = static_cast<size_t>(a->batch * a->heads * a->seq_q) * l.wg(), local = l.wg();
-    return l.run("kp_prefill_attention", 1, &global, &local);
+    return run_rows(l, "kp_prefill_attention", a->batch * a->heads * a->seq_q);
   });
 }
 
 kpdrError_t matmul_vec(const kpdrMatmulVecArgs* a, kpdrStream_t stream) {
-  return guarded("matmul_vec", [&] {
-    Launch l("matmul_vec");
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "matmul_vec: args is NULL");
-    KP_TRY(l.begin(stream, a->dtype));
+  return entry("matmul_vec", a, stream, [&](Launch& l) {
     l.i64(a->k);
     KP_TRY(l.tensor(a->w, "w")); l.i64(a->w_row_stride);
     KP_TRY(l.tensor(a->x, "x"));
     KP_TRY(l.tensor(a->out, "out"));
-    KP_TRY(l.fetch_work_group());
-    const size_t global = static_cast<size_t>(a->n) * l.wg(), local = l.wg();
-    return l.run("kp_matmul_vec", 1, &global, &local);
+    return run_rows(l, "kp_matmul_vec", a->n);
   });
 }
 
 kpdrError_t gemm(const kpdrGemmArgs* a, kpdrStream_t stream) {
   return guarded("gemm", [&] {
-    Launch l("gemm");
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "gemm: args is NULL");
-    if (a->batch < 0 || a->m < 0 || a->n < 0 || a->k < 0) return fail(KPDR_ERROR_INVALID_VALUE, "gemm: negative size");
-    KP_TRY(l.begin(stream, a->dtype));
-    if (a->batch == 0 || a->m == 0 || a->n == 0) return KPDR_SUCCESS;
-    l.i64(a->m); l.i64(a->n); l.i64(a->k); l.i32(a->trans_a); l.i32(a->trans_b);
-    // k == 0 reads neither A nor B (beta * C): any buffer stands in for them.
-    KP_TRY(l.tensor(a->k > 0 ? a->a : a->c, "a")); l.i64(a->a_batch_stride); l.i64(a->a_ld);
-    KP_TRY(l.tensor(a->k > 0 ? a->b : a->c, "b")); l.i64(a->b_batch_stride); l.i64(a->b_ld);
-    KP_TRY(l.tensor(a->c, "c")); l.i64(a->c_batch_stride); l.i64(a->c_ld);
-    l.f32(a->alpha); l.f32(a->beta);
-    KP_TRY(l.fetch_work_group());
-    // The kernel's tile edge GT, as the program chose it from KP_WG.
-    const size_t tile = l.wg() >= 256 ? 16 : l.wg() >= 64 ? 8 : 4;
-    auto round_up = [&](int64_t v) { return (static_cast<size_t>(v) + tile - 1) / tile * tile; };
-    const size_t global[3] = {round_up(a->n), round_up(a->m), static_cast<size_t>(a->batch)};
-    const size_t local[3] = {tile, tile, 1};
-    return l.run("kp_gemm", 3, global, local);
+    if (a != nullptr && (a->batch < 0 || a->m < 0 || a->n < 0 || a->k < 0)) {
+      return fail(KPDR_ERROR_INVALID_VALUE, "gemm: negative size");
+    }
+    return entry("gemm", a, stream, [&](Launch& l) {
+      if (a->batch == 0 || a->m == 0 || a->n == 0) return KPDR_SUCCESS;
+      l.i64(a->m); l.i64(a->n); l.i64(a->k); l.i32(a->trans_a); l.i32(a->trans_b);
+      // k == 0 reads neither A nor B (beta * C): any buffer stands in for them.
+      KP_TRY(l.tensor(a->k > 0 ? a->a : a->c, "a")); l.i64(a->a_batch_stride); l.i64(a->a_ld);
+      KP_TRY(l.tensor(a->k > 0 ? a->b : a->c, "b")); l.i64(a->b_batch_stride); l.i64(a->b_ld);
+      KP_TRY(l.tensor(a->c, "c")); l.i64(a->c_batch_stride); l.i64(a->c_ld);
+      l.f32(a->alpha); l.f32(a->beta);
+      KP_TRY(l.fetch_work_group());
+      // The kernel's tile edge GT, as the program chose it from KP_WG.
+      const size_t tile = l.wg() >= 256 ? 16 : l.wg() >= 64 ? 8 : 4;
+      const size_t global[3] = {round_up(static_cast<size_t>(a->n), tile), round_up(static_cast<size_t>(a->m), tile), static_cast<size_t>(a->batch)};
+      const size_t local[3] = {tile, tile, 1};
+      return l.run("kp_gemm", 3, global, local);
+    });
   });
 }
 

@@ -21,7 +21,28 @@ kpdrError_t command_failed(const char* what, cl_int status) {
 Stream::~Stream() {
   if (last_ != nullptr) cl_->ReleaseEvent(last_);
   cl_->Finish(queue_);
+  if (workspace_ != nullptr) cl_->ReleaseMemObject(workspace_);
   cl_->ReleaseCommandQueue(queue_);
+}
+
+cl_mem Stream::borrow_workspace(size_t bytes) {
+  std::lock_guard<std::mutex> lock(workspace_mutex_);
+  if (workspace_ == nullptr || workspace_bytes_ < bytes) return nullptr;
+  cl_mem mem = workspace_;
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  return mem;
+}
+
+void Stream::return_workspace(cl_mem mem, size_t bytes) {
+  std::lock_guard<std::mutex> lock(workspace_mutex_);
+  if (workspace_ != nullptr && workspace_bytes_ >= bytes) {
+    cl_->ReleaseMemObject(mem);  // OpenCL frees it once the kernels using it ran
+    return;
+  }
+  if (workspace_ != nullptr) cl_->ReleaseMemObject(workspace_);
+  workspace_ = mem;
+  workspace_bytes_ = bytes;
 }
 
 kpdrError_t Stream::finish_submit_locked(const char* what, cl_int status, cl_event event) {

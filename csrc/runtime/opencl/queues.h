@@ -36,6 +36,16 @@ class Stream {
   kpdrError_t query();
   kpdrError_t synchronize();
 
+  // Scratch memory for kernels (decode attention's partial results) kept
+  // between launches: a buffer created per launch costs the host more than
+  // the kernels take on a GPU. borrow_workspace lends the kept buffer to one
+  // caller when it holds `bytes` (else nullptr: the caller makes one);
+  // return_workspace takes it back once the kernels using it are enqueued
+  // (the queue is in order: the next borrower's kernels run after them),
+  // keeping the larger of two.
+  cl_mem borrow_workspace(size_t bytes);
+  void return_workspace(cl_mem mem, size_t bytes);
+
  private:
   kpdrError_t finish_submit_locked(const char* what, cl_int status, cl_event event);
   const ClApi* cl_;
@@ -43,6 +53,9 @@ class Stream {
   cl_command_queue queue_;
   std::mutex mutex_;
   cl_event last_ = nullptr;  // guarded by mutex_; retained
+  std::mutex workspace_mutex_;
+  cl_mem workspace_ = nullptr;  // guarded by workspace_mutex_
+  size_t workspace_bytes_ = 0;
 };
 
 // The latest recording of a kpdr event: a marker cl_event, or none.

@@ -220,6 +220,7 @@ def run_conformance(
     steps: int = 20,
     require_kernels: bool = False,
     progress: bool = False,
+    jobs: int = 1,
 ) -> Report:
     """Runs the kit's ``sections`` against ``runtime`` and returns the :class:`Report`.
 
@@ -230,12 +231,15 @@ def run_conformance(
         steps: optimizer steps per training model.
         require_kernels: fail ``kernels`` when a kernel-table op falls back to the CPU.
         progress: print progress lines on stderr.
+        jobs: op_db and module_db run this many child processes side by side (CPU cores).
     """
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         raise ValueError(f"unknown section(s) {', '.join(unknown)}: choose from {', '.join(SECTIONS)}")
     if steps < 1:
         raise ValueError(f"steps must be >= 1 (got {steps}): training parity compares each step's loss")
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1 (got {jobs}): child processes run side by side")
     started = time.monotonic()
     report = Report(runtime, full, probe(runtime))
     bar = Progress(progress)
@@ -248,7 +252,7 @@ def run_conformance(
     for name in sections:
         section_started = time.monotonic()
         try:
-            produced = _RUNNERS[name](runtime, full, steps, require_kernels, bar, report)
+            produced = _RUNNERS[name](runtime, full, steps, require_kernels, bar, report, jobs)
         except Exception as error:  # the section's own machinery failed: reported, the rest goes on
             subs = ("op_db forward", "op_db backward") if name == "op_db" else (name,)
             produced = [SectionResult(sub, {}, BARS[sub], error=f"{type(error).__name__}: {error}") for sub in subs]
@@ -259,7 +263,7 @@ def run_conformance(
     return report
 
 
-def _abi(runtime, full, steps, require_kernels, bar, report):
+def _abi(runtime, full, steps, require_kernels, bar, report, jobs):
     from kernel_pytorch.asic.conformance.abi import CHECKS
     from kernel_pytorch.asic.conformance.runner import run_items
 
@@ -269,11 +273,12 @@ def _abi(runtime, full, steps, require_kernels, bar, report):
     return [SectionResult("abi", {item: entry["result"] for item, entry in results.items()}, BARS["abi"])]
 
 
-def _op_db(runtime, full, steps, require_kernels, bar, report):
+def _op_db(runtime, full, steps, require_kernels, bar, report, jobs):
     from kernel_pytorch.asic.conformance import op_db
 
     ops = op_db.all_op_ids(runtime) if full else list(op_db.REPRESENTATIVE)
-    results = op_db.run_ops(ops, runtime, chunk=60 if full else None, progress=bar.section("op_db", len(ops)))
+    results = op_db.run_ops(ops, runtime, chunk=60 if full else None, progress=bar.section("op_db", len(ops)),
+                            jobs=jobs)  # fmt: skip
     known = op_db.EXPECTED_FAILURES
     sections = []
     for phase in ("forward", "backward"):
@@ -289,16 +294,16 @@ def _op_db(runtime, full, steps, require_kernels, bar, report):
     return sections
 
 
-def _module_db(runtime, full, steps, require_kernels, bar, report):
+def _module_db(runtime, full, steps, require_kernels, bar, report, jobs):
     from kernel_pytorch.asic.conformance import module_db
 
     modules = module_db.all_module_ids(runtime) if full else list(module_db.REPRESENTATIVE)
     results = module_db.run_modules(modules, runtime, inputs=1000 if full else 2, chunk=60 if full else None,
-                                    progress=bar.section("module_db", len(modules)))  # fmt: skip
+                                    progress=bar.section("module_db", len(modules)), jobs=jobs)  # fmt: skip
     return [SectionResult("module_db", results, BARS["module_db"])]
 
 
-def _training(runtime, full, steps, require_kernels, bar, report):
+def _training(runtime, full, steps, require_kernels, bar, report, jobs):
     from kernel_pytorch.asic.conformance.runner import run_items
     from kernel_pytorch.asic.conformance.training import CASES
 
@@ -311,7 +316,7 @@ def _training(runtime, full, steps, require_kernels, bar, report):
     return [SectionResult("training", {item: entry["result"] for item, entry in results.items()}, BARS["training"])]
 
 
-def _kernels(runtime, full, steps, require_kernels, bar, report):
+def _kernels(runtime, full, steps, require_kernels, bar, report, jobs):
     from kernel_pytorch.asic.conformance.kernels import ITEMS
     from kernel_pytorch.asic.conformance.runner import run_items
 

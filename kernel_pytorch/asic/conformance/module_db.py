@@ -142,11 +142,11 @@ def all_module_ids(runtime):
     return list_items(WORKER, runtime)
 
 
-def run_modules(modules, runtime, inputs=2, progress=None, chunk=None):
+def run_modules(modules, runtime, inputs=2, progress=None, chunk=None, jobs=1):
     """``{module id: result}``: the module a child dies or hangs in is a crash, the rest go on
-    (``chunk`` modules per child process; default all in one)."""
+    (``chunk`` modules per child process; default all in one; ``jobs`` chunks side by side)."""
     part = run_items(WORKER, modules, runtime, ["--inputs", str(inputs)], timeout_s=TIMEOUT_S, progress=progress,
-                     chunk=chunk)  # fmt: skip
+                     chunk=chunk, jobs=jobs)  # fmt: skip
     return {module: entry["result"] for module, entry in part.items()}
 
 

@@ -219,14 +219,15 @@ def all_op_ids(runtime):
     return list_items(WORKER, runtime)
 
 
-def run_ops(ops, runtime, backward=True, dtype="float32", samples=3, chunk=None, progress=None):
+def run_ops(ops, runtime, backward=True, dtype="float32", samples=3, chunk=None, progress=None, jobs=1):
     """``{op id: {"forward": result, "backward": result}}`` for ``ops`` on ``runtime``.
 
     Chunks of ops run in child processes; an op a child dies in (or hangs in) is
     reported as a crash for both phases and the rest goes on in a fresh process.
     """
     args = ["--dtype", dtype, "--samples", str(samples)] + (["--backward"] if backward else [])
-    results = run_items(WORKER, ops, runtime, args, timeout_s=CHUNK_TIMEOUT_S, progress=progress, chunk=chunk)
+    results = run_items(WORKER, ops, runtime, args, timeout_s=CHUNK_TIMEOUT_S, progress=progress, chunk=chunk,
+                        jobs=jobs)  # fmt: skip
     return {op: {"id": op, "forward": e["result"], "backward": e["result"]} if e.get("crash") else e
             for op, e in results.items()}
 

@@ -11,6 +11,8 @@ the items it crashes on, loudly, and the kit still reports the rest.
 import json
 import subprocess
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, List, Optional, Sequence
 
 from kernel_pytorch.asic.conformance.runtimes import RuntimeUnderTest, python_command
@@ -33,6 +35,7 @@ def run_items(
     timeout_s: float = 600.0,
     progress: Optional[Callable[[str, dict], None]] = None,
     chunk: Optional[int] = None,
+    jobs: int = 1,
 ) -> Dict[str, dict]:
     """``{item id: result dict}`` for every item, crashes and hangs included.
 
@@ -43,13 +46,35 @@ def run_items(
         args: further worker arguments.
         timeout_s: seconds one child may run before it is killed (a hang is a crash).
         progress: called with (item id, result) as each result arrives.
-        chunk: items per child process (default: all in one); a long sweep in chunks
-            keeps each child's time (and timeout_s) bounded.
+        chunk: items per child process (default: all in one, or about two chunks per
+            job); a long sweep in chunks keeps each child's time (and timeout_s) bounded.
+        jobs: chunks run side by side, each in its own child processes (CPU cores).
     """
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1 (got {jobs})")
+    items = list(items)
+    if jobs > 1:  # about two chunks per job, so one slow chunk does not leave cores idle
+        chunk = max(1, min(chunk or len(items), -(-len(items) // (2 * jobs))))
     chunk = chunk or len(items) or 1
+    parts = [items[start:start + chunk] for start in range(0, len(items), chunk)]
+    lock = threading.Lock()
+
+    def report(item, entry):  # progress callbacks need not be thread-safe: one at a time
+        if progress:
+            with lock:
+                progress(item, entry)
+
+    def run(part):
+        return _run_chunk(worker, part, runtime, args, timeout_s, report)
+
+    if jobs == 1 or len(parts) <= 1:
+        done = [run(part) for part in parts]
+    else:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(run, parts))
     results: Dict[str, dict] = {}
-    for start in range(0, len(items), chunk):
-        results.update(_run_chunk(worker, items[start:start + chunk], runtime, args, timeout_s, progress))
+    for part in done:
+        results.update(part)
     return {item: results[item] for item in items}
 
 
