@@ -46,10 +46,26 @@ def _rms_norm_applies(match) -> bool:
     return x.dtype == weight.dtype and weight.dim() == 1 and x.shape[-1] == weight.shape[0]
 
 
+def supported() -> bool:
+    """Whether this torch's pattern matcher can trace patterns without decompositions.
+
+    torch 2.11's ``register_replacement`` has no ``get_decomp_fn`` (it traces the
+    replacement with Inductor's decompositions), so the rewrite is off there.
+    """
+    import inspect
+
+    from torch._inductor.pattern_matcher import fwd_only, register_replacement
+
+    return all("get_decomp_fn" in inspect.signature(f).parameters for f in (register_replacement, fwd_only))
+
+
 def passes():
-    """(inference pass, joint forward/backward pass), built at the first call."""
+    """(inference pass, joint forward/backward pass), built at the first call; None where not supported()."""
     global _passes
     if _passes is None:
+        if not supported():
+            _passes = ()
+            return None
         import kernel_pytorch.ops  # noqa: F401  (fake implementations of the replacements)
         from torch._inductor.pattern_matcher import (
             PatternMatcherPass, fwd_only, joint_fwd_bwd, register_replacement)
@@ -68,11 +84,14 @@ def passes():
                     extra_check=_rms_norm_applies, scalar_workaround={"eps": 1e-6},
                     get_decomp_fn=no_decompositions, pattern_name="rms_norm")
         _passes = (inference, joint)
-    return _passes
+    return _passes or None
 
 
 def _apply(pattern_pass, gm: torch.fx.GraphModule) -> int:
     from torch._inductor.pattern_matcher import stable_topological_sort
+
+    if pattern_pass is None:
+        return 0
 
     count = pattern_pass.apply(gm.graph)
     if count:
@@ -87,9 +106,9 @@ def _apply(pattern_pass, gm: torch.fx.GraphModule) -> int:
 
 def rewrite_inference_graph(gm: torch.fx.GraphModule) -> int:
     """Replaces the patterns in a forward-only graph; returns how many."""
-    return _apply(passes()[0], gm)
+    return _apply((passes() or (None, None))[0], gm)
 
 
 def rewrite_joint_graph(gm: torch.fx.GraphModule) -> int:
     """Replaces the patterns in a joint forward/backward graph (before the partition)."""
-    return _apply(passes()[1], gm)
+    return _apply((passes() or (None, None))[1], gm)

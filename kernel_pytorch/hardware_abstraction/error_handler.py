@@ -13,6 +13,9 @@ kind, message, op, requested_bytes, retryable):
   observer, before ``torch.OutOfMemoryError`` is raised; CUDA offers no retry
   hook, so ``retryable`` is False there, and kernel errors surface as
   exceptions only (CUDA reports them asynchronously, with no callback).
+  The handler runs inside the caching allocator's failing allocation: it
+  should record and decide, and leave freeing CUDA memory (dropping tensors,
+  ``empty_cache``) to the code that catches ``torch.OutOfMemoryError``.
 - CPU: no device errors to report (allocation failures are MemoryError).
 """
 
