@@ -154,7 +154,12 @@ typedef enum kpdrDtype {
   KPDR_DTYPE_FLOAT32 = 0,
   KPDR_DTYPE_FLOAT16 = 1,
   KPDR_DTYPE_BFLOAT16 = 2,
-  KPDR_DTYPE_BOOL = 3      /* one byte, 0 or 1: pointwise/reduce operands only */
+  KPDR_DTYPE_BOOL = 3,     /* one byte, 0 or 1: pointwise/reduce operands only */
+  /* Integers (appended; core-op entries only): indices, targets, counters.
+   * An entry computes on them in integer arithmetic where its text says so;
+   * a runtime answers a dtype it does not take with KPDR_ERROR_NOT_SUPPORTED. */
+  KPDR_DTYPE_INT64 = 4,
+  KPDR_DTYPE_INT32 = 5
 } kpdrDtype;
 
 /* out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * weight over rows of `cols`.
