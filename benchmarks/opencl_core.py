@@ -153,11 +153,41 @@ def gemm_row(rt, code, size, iterations, tensors):
             rt.free(p)
 
 
-def bench_gemm(library, options, size, iterations, tick):
+def transposition_errors(rt, code, m=300, n=200, k=100, pad=3):
+    """Max relative error of each (trans_a, trans_b) case at sizes that leave partial tiles,
+    rows padded (ld = cols + pad), batch 2, alpha 0.5, beta 1: {"NN": err, ...}."""
+    entry = core_entries(rt)["gemm"]
+    dtype = TORCH[code]
+    errors = {}
+    for ta in (0, 1):
+        for tb in (0, 1):
+            a = torch.randn(2, *((k, m) if ta else (m, k))).to(dtype)
+            b = torch.randn(2, *((n, k) if tb else (k, n))).to(dtype)
+            c = torch.randn(2, m, n).to(dtype)
+            a_st = torch.nn.functional.pad(a, (0, pad)).contiguous()
+            b_st = torch.nn.functional.pad(b, (0, pad)).contiguous()
+            c_st = torch.nn.functional.pad(c, (0, pad)).contiguous()
+            pa, pb, pc = rt.upload(a_st), rt.upload(b_st), rt.upload(c_st)
+            args = GemmArgs(dtype=code, batch=2, m=m, n=n, k=k, trans_a=ta, trans_b=tb,
+                            a=pa, a_batch_stride=a_st[0].numel(), a_ld=a_st.shape[-1],
+                            b=pb, b_batch_stride=b_st[0].numel(), b_ld=b_st.shape[-1],
+                            c=pc, c_batch_stride=c_st[0].numel(), c_ld=c_st.shape[-1], alpha=0.5, beta=1.0)
+            rt.check(entry(ctypes.byref(args), rt.stream), "gemm")
+            got = download(rt, pc, tuple(c_st.shape), dtype).float()[..., :n]
+            op_a = a.float().transpose(1, 2) if ta else a.float()
+            op_b = b.float().transpose(1, 2) if tb else b.float()
+            expected = 0.5 * (op_a @ op_b) + c.float()
+            errors["NT"[ta] + "NT"[tb]] = float(f"{((got - expected).abs().max() / expected.abs().max()).item():.2e}")
+            for p in (pa, pb, pc):
+                rt.free(p)
+    return errors
+
+
+def bench_gemm(library, options, size, iterations, tick, dtypes=(F32, BF16, F16)):
     torch.manual_seed(0)
     runtimes = {mode: load_runtime(library, f"{options};gemm={mode}", mode) for mode in ("portable", "mma")}
     rows = []
-    for code in (F32, BF16, F16):
+    for code in dtypes:
         dtype = TORCH[code]
         a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
         dev = reference_device()
@@ -181,8 +211,10 @@ def bench_gemm(library, options, size, iterations, tick):
                 row.update(error=str(failure)[:4000], goal_met=False)
                 rows.append(row)
                 continue
+            sweep = transposition_errors(runtimes[mode], code)
+            limit = 1e-4 if code == F32 else 2e-2
             row.update(ms=round(ms, 3), tflops=round(flops / ms / 1e9, 2), max_rel_error=float(f"{error:.2e}"),
-                       correct=error <= (1e-4 if code == F32 else 2e-2))
+                       transposition_errors=sweep, correct=max([error, *sweep.values()]) <= limit)
             if cublas_ms is not None:
                 goal = 0.5 if code == F32 else 0.25
                 row.update(cublas_ms=round(cublas_ms, 3), cublas_tflops=round(flops / cublas_ms / 1e9, 2),
@@ -343,13 +375,15 @@ def main(argv=None):
     parser.add_argument("--parts", default="gemm,bandwidth,train")
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer iterations (smoke runs, PoCL)")
     parser.add_argument("--size", type=int, help="GEMM edge (default 4096; 256 with --quick)")
+    parser.add_argument("--gemm-dtypes", default="fp32,bf16,fp16", help="comma list of fp32,bf16,fp16")
     parser.add_argument("--train-devices", default=None,
                         help="comma list of my_asic,cuda,cpu (default: those present)")
     parser.add_argument("--steps", type=int, default=None, help="timed training steps (default 6; 1 with --quick)")
+    parser.add_argument("--iterations", type=int, help="timed launches per GEMM/bandwidth row (default 10)")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    iterations = 2 if args.quick else 10
+    iterations = args.iterations or (2 if args.quick else 10)
     size = args.size or (256 if args.quick else 4096)
     total = 5 * ("gemm" in parts) + 16 * ("bandwidth" in parts) + 3 * ("train" in parts)
     done = [0]
@@ -360,7 +394,9 @@ def main(argv=None):
 
     report = {"options": args.options, "quick": args.quick}
     if "gemm" in parts:
-        report["gemm"] = bench_gemm(args.library, args.options, size, iterations, tick)
+        codes = {name: code for code, name in NAMES.items()}
+        dtypes = [codes[d.strip()] for d in args.gemm_dtypes.split(",") if d.strip()]
+        report["gemm"] = bench_gemm(args.library, args.options, size, iterations, tick, dtypes)
     if "bandwidth" in parts:
         rt = load_runtime(args.library, args.options, "bandwidth")
         report["device"] = rt.name()
@@ -379,7 +415,9 @@ def main(argv=None):
             continue
         vs = (f" cuBLAS {row['cublas_tflops']:.1f} TFLOPS ratio {row['ratio']:.2f} (goal {row['goal']})"
               if "ratio" in row else "")
-        print(f"gemm {row['dtype']} {row['kernel']:<8} {row['tflops']:8.2f} TFLOPS{vs} err {row['max_rel_error']:.1e}")
+        worst = max(row["transposition_errors"].values())
+        print(f"gemm {row['dtype']} {row['kernel']:<8} {row['tflops']:8.2f} TFLOPS{vs} err {row['max_rel_error']:.1e} "
+              f"(NN/NT/TN/TT odd sizes {worst:.1e})" + ("" if row["correct"] else " WRONG"))
     for row in report.get("bandwidth", []):
         print(f"{row['op']:<10}{row['dtype']:<5}{row['gbps']:8.1f} GB/s  copy {row['copy_gbps']:8.1f}  "
               f"ratio {row['ratio']:.2f}  err {row['max_rel_error']:.1e}")

@@ -88,11 +88,12 @@ def test_the_gemm_entry_matches_numpy_through_the_abi(load_opencl, dtype):
     _check_cases(load_opencl(), dtype)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_the_tensor_core_kernel_matches_numpy_with_the_mma_instruction_emulated(load_opencl, dtype):
+def test_the_tensor_core_kernel_matches_numpy_with_the_mma_instruction_emulated(load_opencl):
     # kp_gemm_mma's staging and fragment layouts, with mma.sync computed in OpenCL C as the
-    # PTX ISA defines it; on NVIDIA the same kernel runs the instruction itself.
-    _check_cases(load_opencl("gemm=mma_emulated"), dtype)
+    # PTX ISA defines it; on NVIDIA the same kernel runs the instruction itself. bfloat16
+    # only: float16 differs in the instruction's type suffix alone, and PoCL needs a minute
+    # per dtype to compile the emulation for the four transpositions.
+    _check_cases(load_opencl("gemm=mma_emulated"), "bfloat16")
 
 
 def test_forcing_the_tensor_core_kernel_where_ptx_cannot_build_reports_the_build_error(load_opencl):

@@ -70,8 +70,9 @@ bool has_nvidia_tensor_cores(const Runtime& runtime, const Device& device) {
          major >= 8;
 }
 
-std::string source_for(kpdrDtype dtype, const Tile& tile, bool mma, bool emulate) {
-  return "#define KP_DTYPE " + std::to_string(static_cast<int>(dtype)) + "\n#define WX " + std::to_string(tile.wx) +
+std::string source_for(kpdrDtype dtype, const Tile& tile, bool mma, bool emulate, int ta, int tb) {
+  return "#define KP_DTYPE " + std::to_string(static_cast<int>(dtype)) + "\n#define KP_TA " + std::to_string(ta) +
+         "\n#define KP_TB " + std::to_string(tb) + "\n#define WX " + std::to_string(tile.wx) +
          "\n#define WY " + std::to_string(tile.wy) + "\n#define RM " + std::to_string(tile.rm) + "\n#define RN " +
          std::to_string(tile.rn) + "\n#define BK " + std::to_string(tile.bk) + "\n#define KP_MMA " +
          (mma ? "1" : "0") + "\n#define KP_MMA_EMULATE " + (emulate ? "1" : "0") + "\n" + kGemmSource;
@@ -80,11 +81,12 @@ std::string source_for(kpdrDtype dtype, const Tile& tile, bool mma, bool emulate
 // Kernel objects by (device, dtype, tile, mma, emulate): the source is only
 // made (and looked up in the kernel cache) on a miss.
 kpdrError_t kernel_for(Runtime* runtime, int device, kpdrDtype dtype, const Tile& tile, bool mma, bool emulate,
-                       Kernel** kernel) {
-  using Key = std::tuple<int, int, int, int, int, int, int, bool, bool>;
+                       int ta, int tb, Kernel** kernel) {
+  using Key = std::tuple<int, int, int, int, int, int, int, bool, bool, int>;
   static std::mutex mutex;
   static std::map<Key, Kernel*> kernels;
-  const Key key{device, static_cast<int>(dtype), tile.wx, tile.wy, tile.rm, tile.rn, tile.bk, mma, emulate};
+  const Key key{device, static_cast<int>(dtype), tile.wx, tile.wy, tile.rm, tile.rn, tile.bk, mma, emulate,
+                ta * 2 + tb};
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = kernels.find(key);
@@ -95,7 +97,7 @@ kpdrError_t kernel_for(Runtime* runtime, int device, kpdrDtype dtype, const Tile
   }
   const std::string what = std::string("GEMM (") + (mma ? (emulate ? "mma emulated" : "tensor-core mma") : "portable") +
                            ", dtype " + std::to_string(static_cast<int>(dtype)) + ")";
-  if (kpdrError_t error = runtime->kernels().get_generated(device, source_for(dtype, tile, mma, emulate), what,
+  if (kpdrError_t error = runtime->kernels().get_generated(device, source_for(dtype, tile, mma, emulate, ta, tb), what,
                                                             mma ? "kp_gemm_mma" : "kp_gemm", kernel)) {
     return error;
   }
@@ -197,19 +199,20 @@ kpdrError_t launch(const kpdrGemmArgs* a, kpdrStream_t handle) {
     mma = g_mma_failed.count(device_index) == 0;
   }
   const Tile tile = portable_tile(*runtime, device, *a);
+  const int ta = a->trans_a != 0 ? 1 : 0, tb = a->trans_b != 0 ? 1 : 0;
   Kernel* kernel = nullptr;
   if (mma) {
-    if (kpdrError_t error = kernel_for(runtime, device_index, a->dtype, tile, true, emulate, &kernel)) {
+    if (kpdrError_t error = kernel_for(runtime, device_index, a->dtype, tile, true, emulate, ta, tb, &kernel)) {
       if (mode != "auto") return error;
       std::lock_guard<std::mutex> lock(g_mma_failed_mutex);
       g_mma_failed.insert(device_index);  // the build log stays in the kernel cache's error
       mma = false;
     }
   }
-  if (!mma) KP_GEMM_TRY(kernel_for(runtime, device_index, a->dtype, tile, false, false, &kernel));
+  if (!mma) KP_GEMM_TRY(kernel_for(runtime, device_index, a->dtype, tile, false, false, ta, tb, &kernel));
 
   Args args(runtime, device_index);
-  args.i64(a->m); args.i64(a->n); args.i64(a->k); args.i32(a->trans_a); args.i32(a->trans_b);
+  args.i64(a->m); args.i64(a->n); args.i64(a->k);
   // k == 0 reads neither A nor B (beta * C): C's buffer stands in for them.
   KP_GEMM_TRY(args.tensor(a->k > 0 ? a->a : a->c, "a")); args.i64(a->a_batch_stride); args.i64(a->a_ld);
   KP_GEMM_TRY(args.tensor(a->k > 0 ? a->b : a->c, "b")); args.i64(a->b_batch_stride); args.i64(a->b_ld);

@@ -52,6 +52,11 @@ inline void store_c(__global T* C, long at, float acc, float alpha, float beta) 
   st(C, at, beta == 0.0f ? alpha * acc : alpha * acc + beta * ld(C, at));
 }
 
+/* The transpositions are compiled in (KP_TA, KP_TB): every index below is
+ * then affine in the loop counters, without selects. */
+#define ta KP_TA
+#define tb KP_TB
+
 #define TM (4 * RM)
 #define TN (4 * RN)
 #define BM (WY * TM)
@@ -91,11 +96,13 @@ inline void store_c(__global T* C, long at, float acc, float alpha, float beta) 
   }
 
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1)))
-void kp_gemm(long m, long n, long k, int ta, int tb,
+void kp_gemm(long m, long n, long k,
              BUF(a), long a_bs, long lda, BUF(b), long b_bs, long ldb,
              BUF(c), long c_bs, long ldc, float alpha, float beta) {
-  __local float As[2][BK][BM] __attribute__((aligned(16)));
-  __local float Bs[2][BK][BN] __attribute__((aligned(16)));
+  /* Rows padded by 4 floats: the slice writes of an untransposed A (and a
+   * transposed B) step through p, which would otherwise hit one bank. */
+  __local float As[2][BK][BM + 4] __attribute__((aligned(16)));
+  __local float Bs[2][BK][BN + 4] __attribute__((aligned(16)));
   const int lx = get_local_id(0), ly = get_local_id(1);
   const int tid = ly * WX + lx;
   const long i0 = get_group_id(1) * (long)BM, j0 = get_group_id(0) * (long)BN;
@@ -205,6 +212,20 @@ inline ushort hi16(uint v) { return (ushort)(v >> 16); }
     }                                                                                      \
   }
 
+/* KP_LDMATRIX (an experiment, off unless -DKP_LDMATRIX=1 is in the build
+ * options): fragments through ldmatrix, which needs the 32-bit shared-space
+ * address of a __local pointer. */
+#ifndef KP_LDMATRIX
+#define KP_LDMATRIX 0
+#endif
+#if KP_MMA_EMULATE
+#undef KP_LDMATRIX
+#define KP_LDMATRIX 0
+#endif
+#define LDSM_X4(r0, r1, r2, r3, address)                                                        \
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"                  \
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(address) : "memory")
+
 #if KP_DTYPE == 1
 #define MMA_TYPE "f16"
 #else
@@ -250,14 +271,14 @@ inline void mma_emulated(float* d, uint a0, uint a1, uint a2, uint a3, uint b0, 
 #define MMA(d, a0, a1, a2, a3, b0, b1) mma_emulated(d, a0, a1, a2, a3, b0, b1, em_a, em_b, lid)
 #else
 #define MMA(d, a0, a1, a2, a3, b0, b1)                                                                  \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "                   \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "                   \
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                  \
                : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3])                                 \
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
 #endif
 
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void kp_gemm_mma(long m, long n, long k, int ta, int tb,
+void kp_gemm_mma(long m, long n, long k,
                  BUF(a), long a_bs, long lda, BUF(b), long b_bs, long ldb,
                  BUF(c), long c_bs, long ldc, float alpha, float beta, int vec_a, int vec_b) {
   __local ushort As[2][MBM * MLD] __attribute__((aligned(16)));
@@ -276,8 +297,11 @@ void kp_gemm_mma(long m, long n, long k, int ta, int tb,
   const int a_kmajor = !ta, b_kmajor = tb;
   uint4 ra[2], rb[2];
   float acc[4][4][4];
+#pragma unroll
   for (int x = 0; x < 4; ++x)
+#pragma unroll
     for (int y = 0; y < 4; ++y)
+#pragma unroll
       for (int h = 0; h < 4; ++h) acc[x][y][h] = 0.0f;
 
   const long slices = (k + MBK - 1) / MBK;
@@ -294,10 +318,30 @@ void kp_gemm_mma(long m, long n, long k, int ta, int tb,
       MMA_READ(A, ra, a_kmajor, m, lda, i0, (s + 1) * MBK, vec_a)
       MMA_READ(B, rb, b_kmajor, n, ldb, j0, (s + 1) * MBK, vec_b)
     }
-    const __local uint* as = (const __local uint*)As[cur];
-    const __local uint* bs = (const __local uint*)Bs[cur];
+#if !KP_MMA_EMULATE  /* unrolled, PoCL would compile 32 inlined copies of the emulation */
+#pragma unroll
+#endif
     for (int ks = 0; ks < MBK; ks += 16) {
       uint fa[4][4], fb[4][2];
+#if KP_LDMATRIX
+      /* ldmatrix.x4: lane l names row l & 7 of matrix l >> 3; A's four 8 x 8
+       * matrices are (rows +0, k +0), (+8, +0), (+0, +8), (+8, +8); B's are
+       * two column tiles by (k +0, k +8). One instruction per 4 registers. */
+      const int lr = lane & 7, lm = lane >> 3;
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const uint address = (uint)(size_t)&As[cur][(wm * 64 + x * 16 + lr + (lm & 1) * 8) * MLD + ks + (lm >> 1) * 8];
+        LDSM_X4(fa[x][0], fa[x][1], fa[x][2], fa[x][3], address);
+      }
+#pragma unroll
+      for (int y = 0; y < 4; y += 2) {
+        const uint address = (uint)(size_t)&Bs[cur][(wn * 32 + y * 8 + (lm >> 1) * 8 + lr) * MLD + ks + (lm & 1) * 8];
+        LDSM_X4(fb[y][0], fb[y][1], fb[y + 1][0], fb[y + 1][1], address);
+      }
+#else
+      const __local uint* as = (const __local uint*)As[cur];
+      const __local uint* bs = (const __local uint*)Bs[cur];
+#pragma unroll
       for (int x = 0; x < 4; ++x) {
         const int row = wm * 64 + x * 16 + g;
         const int col = (ks >> 1) + t;  /* in 32-bit words: k = ks + 2t */
@@ -306,13 +350,21 @@ void kp_gemm_mma(long m, long n, long k, int ta, int tb,
         fa[x][2] = as[row * (MLD / 2) + col + 4];
         fa[x][3] = as[(row + 8) * (MLD / 2) + col + 4];
       }
+#pragma unroll
       for (int y = 0; y < 4; ++y) {
         const int cn = wn * 32 + y * 8 + g;
         const int col = (ks >> 1) + t;
         fb[y][0] = bs[cn * (MLD / 2) + col];
         fb[y][1] = bs[cn * (MLD / 2) + col + 4];
       }
+#endif
+#if !KP_MMA_EMULATE
+#pragma unroll
+#endif
       for (int x = 0; x < 4; ++x)
+#if !KP_MMA_EMULATE
+#pragma unroll
+#endif
         for (int y = 0; y < 4; ++y) MMA(acc[x][y], fa[x][0], fa[x][1], fa[x][2], fa[x][3], fb[y][0], fb[y][1]);
     }
     if (s + 1 < slices) {
@@ -323,8 +375,11 @@ void kp_gemm_mma(long m, long n, long k, int ta, int tb,
   }
 
   __global T* C = AT(T, c) + batch * c_bs;
+#pragma unroll
   for (int x = 0; x < 4; ++x) {
+#pragma unroll
     for (int y = 0; y < 4; ++y) {
+#pragma unroll
       for (int h = 0; h < 4; ++h) {
         const long i = i0 + wm * 64 + x * 16 + g + (h >= 2 ? 8 : 0);
         const long j = j0 + wn * 32 + y * 8 + 2 * t + (h & 1);
