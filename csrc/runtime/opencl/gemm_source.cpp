@@ -161,8 +161,18 @@ void kp_gemm(long m, long n, long k,
 #if KP_MMA
 #define MBM 128
 #define MBN 128
-#define MBK 32
-#define MLD (MBK + 8)  /* 16-bit elements per staged row: 20 words, fragment reads conflict-free */
+/* Slice depth: 32, double-buffered (40 KB of local memory), or, with
+ * -DKP_MMA_BK=64, 64 single-buffered (37 KB: twice the tensor-core work per
+ * slice to hide the next slice's global reads behind, two barriers per slice).
+ * OpenCL on NVIDIA offers 48 KB of local memory per work-group. */
+#ifndef KP_MMA_BK
+#define KP_MMA_BK 32
+#endif
+#define MBK KP_MMA_BK
+#define MBUFS (MBK == 32 ? 2 : 1)
+#define MLD (MBK + 8)  /* 16-bit elements per staged row: 20 (36) words, fragment reads conflict-free */
+#define MKC (MBK / 8)  /* 8-element chunks per staged row */
+#define MREG (MBK / 16) /* uint4 registers per work-item and operand */
 
 inline uint pack2(ushort lo, ushort hi) { return (uint)lo | ((uint)hi << 16); }
 
@@ -186,29 +196,33 @@ inline ushort hi16(uint v) { return (ushort)(v >> 16); }
  * rows k and k + 1 and writes them as 8 packed (k, k + 1) pairs. */
 #define MMA_READ(X, reg, kmajor, rows_mn, ld, mn0, k0, vec)                               \
   if (kmajor) {                                                                            \
-    for (int q = 0; q < 2; ++q) {                                                          \
+    for (int q = 0; q < MREG; ++q) {                                                       \
       const int id = lid + q * 256;                                                        \
-      reg[q] = load8(X, rows_mn, k, ld, (mn0) + (id >> 2), (k0) + (id & 3) * 8, vec);      \
+      reg[q] = load8(X, rows_mn, k, ld, (mn0) + id / MKC, (k0) + (id % MKC) * 8, vec);     \
     }                                                                                      \
   } else {                                                                                 \
-    const int kp = lid & 15, mc = (lid >> 4) * 8;                                          \
-    reg[0] = load8(X, k, rows_mn, ld, (k0) + 2 * kp, (mn0) + mc, vec);                     \
-    reg[1] = load8(X, k, rows_mn, ld, (k0) + 2 * kp + 1, (mn0) + mc, vec);                 \
+    for (int q = 0; q < MREG / 2; ++q) {                                                   \
+      const int u = lid + q * 256, kp = u % (MBK / 2), mc = (u / (MBK / 2)) * 8;           \
+      reg[2 * q] = load8(X, k, rows_mn, ld, (k0) + 2 * kp, (mn0) + mc, vec);               \
+      reg[2 * q + 1] = load8(X, k, rows_mn, ld, (k0) + 2 * kp + 1, (mn0) + mc, vec);       \
+    }                                                                                      \
   }
 
 #define MMA_WRITE(S, reg, kmajor)                                                          \
   if (kmajor) {                                                                            \
-    for (int q = 0; q < 2; ++q) {                                                          \
+    for (int q = 0; q < MREG; ++q) {                                                       \
       const int id = lid + q * 256;                                                        \
-      *(__local uint4*)&S[(id >> 2) * MLD + (id & 3) * 8] = reg[q];                        \
+      *(__local uint4*)&S[(id / MKC) * MLD + (id % MKC) * 8] = reg[q];                     \
     }                                                                                      \
   } else {                                                                                 \
-    const int kp = lid & 15, mc = (lid >> 4) * 8;                                          \
-    const uint lo[4] = {reg[0].x, reg[0].y, reg[0].z, reg[0].w};                           \
-    const uint hi[4] = {reg[1].x, reg[1].y, reg[1].z, reg[1].w};                           \
-    for (int q = 0; q < 4; ++q) {                                                          \
-      *(__local uint*)&S[(mc + 2 * q) * MLD + 2 * kp] = pack2(lo16(lo[q]), lo16(hi[q]));   \
-      *(__local uint*)&S[(mc + 2 * q + 1) * MLD + 2 * kp] = pack2(hi16(lo[q]), hi16(hi[q])); \
+    for (int r = 0; r < MREG / 2; ++r) {                                                   \
+      const int u = lid + r * 256, kp = u % (MBK / 2), mc = (u / (MBK / 2)) * 8;           \
+      const uint lo[4] = {reg[2 * r].x, reg[2 * r].y, reg[2 * r].z, reg[2 * r].w};         \
+      const uint hi[4] = {reg[2 * r + 1].x, reg[2 * r + 1].y, reg[2 * r + 1].z, reg[2 * r + 1].w}; \
+      for (int q = 0; q < 4; ++q) {                                                        \
+        *(__local uint*)&S[(mc + 2 * q) * MLD + 2 * kp] = pack2(lo16(lo[q]), lo16(hi[q])); \
+        *(__local uint*)&S[(mc + 2 * q + 1) * MLD + 2 * kp] = pack2(hi16(lo[q]), hi16(hi[q])); \
+      }                                                                                    \
     }                                                                                      \
   }
 
@@ -281,8 +295,8 @@ __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void kp_gemm_mma(long m, long n, long k,
                  BUF(a), long a_bs, long lda, BUF(b), long b_bs, long ldb,
                  BUF(c), long c_bs, long ldc, float alpha, float beta, int vec_a, int vec_b) {
-  __local ushort As[2][MBM * MLD] __attribute__((aligned(16)));
-  __local ushort Bs[2][MBN * MLD] __attribute__((aligned(16)));
+  __local ushort As[MBUFS][MBM * MLD] __attribute__((aligned(16)));
+  __local ushort Bs[MBUFS][MBN * MLD] __attribute__((aligned(16)));
 #if KP_MMA_EMULATE
   __local uint4 em_a[256];
   __local uint2 em_b[256];
@@ -295,7 +309,7 @@ void kp_gemm_mma(long m, long n, long k,
   const __global ushort* A = (const __global ushort*)AT(T, a) + batch * a_bs;
   const __global ushort* B = (const __global ushort*)AT(T, b) + batch * b_bs;
   const int a_kmajor = !ta, b_kmajor = tb;
-  uint4 ra[2], rb[2];
+  uint4 ra[MREG], rb[MREG];
   float acc[4][4][4];
 #pragma unroll
   for (int x = 0; x < 4; ++x)
@@ -313,7 +327,7 @@ void kp_gemm_mma(long m, long n, long k,
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   for (long s = 0; s < slices; ++s) {
-    const int cur = s & 1;
+    const int cur = MBUFS == 2 ? (s & 1) : 0;
     if (s + 1 < slices) {
       MMA_READ(A, ra, a_kmajor, m, lda, i0, (s + 1) * MBK, vec_a)
       MMA_READ(B, rb, b_kmajor, n, ldb, j0, (s + 1) * MBK, vec_b)
@@ -367,9 +381,12 @@ void kp_gemm_mma(long m, long n, long k,
 #endif
         for (int y = 0; y < 4; ++y) MMA(acc[x][y], fa[x][0], fa[x][1], fa[x][2], fa[x][3], fb[y][0], fb[y][1]);
     }
+#if MBUFS == 1
+    barrier(CLK_LOCAL_MEM_FENCE);  /* everyone is done reading the one buffer */
+#endif
     if (s + 1 < slices) {
-      MMA_WRITE(As[cur ^ 1], ra, a_kmajor)
-      MMA_WRITE(Bs[cur ^ 1], rb, b_kmajor)
+      MMA_WRITE(As[MBUFS == 2 ? cur ^ 1 : 0], ra, a_kmajor)
+      MMA_WRITE(Bs[MBUFS == 2 ? cur ^ 1 : 0], rb, b_kmajor)
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
