@@ -89,8 +89,9 @@ def test_the_gemm_entry_matches_numpy_through_the_abi(load_opencl, dtype):
 
 
 def test_the_tensor_core_kernel_matches_numpy_with_the_mma_instruction_emulated(load_opencl):
-    # kp_gemm_mma's staging and fragment layouts, with mma.sync computed in OpenCL C as the
-    # PTX ISA defines it; on NVIDIA the same kernel runs the instruction itself. bfloat16
+    # kp_gemm_mma's staging and fragment layouts (its default 64-deep slices), with mma.sync
+    # computed in OpenCL C as the PTX ISA defines it; on NVIDIA the same kernel runs the
+    # instruction itself (and reads fragments with ldmatrix, which has no emulation). bfloat16
     # only: float16 differs in the instruction's type suffix alone, and PoCL needs a minute
     # per dtype to compile the emulation for the four transpositions.
     _check_cases(load_opencl("gemm=mma_emulated"), "bfloat16")
