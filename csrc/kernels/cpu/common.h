@@ -89,9 +89,6 @@ inline void write_span_pairs(BF16* out, int64_t begin, int64_t end, bool stream,
 }
 #endif
 
-// Asks for the cache line holding p ahead of its use (a hint; never faults).
-inline void prefetch(const void* p) { __builtin_prefetch(p, 0, 3); }
-
 template <typename T> inline bool vector_aligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (W * sizeof(T)) == 0;
 }

@@ -1,8 +1,5 @@
 // rms_norm and fused_add_rms_norm (a residual given): one pass summing squares,
-// one writing x * rstd * weight. The second pass reads the row from L1 and
-// asks for the next row's lines as it goes (one line per vector step): without
-// that, memory sat idle for the whole second pass and one thread moved ~0.7 of
-// clone's bandwidth.
+// one writing x * rstd * weight.
 #pragma once
 
 #include "kernels/cpu/common.h"
@@ -23,16 +20,6 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
     Vec acc0 = Vec::zero(), acc1 = Vec::zero();
     float ss = 0.f;
     T* res_out = res != nullptr ? at<T>(a.residual_out, r * a.residual_out_row_stride) : nullptr;
-    // The next row's inputs, fetched during this row's second pass (or the
-    // row itself again when it is the task's last: a harmless L1 hit).
-    const bool more = r + 1 < r1;
-    const char* next_x = reinterpret_cast<const char*>(more ? at<T>(a.x, (r + 1) * a.x_row_stride) : x);
-    const char* next_res = reinterpret_cast<const char*>(
-        res == nullptr ? nullptr : more ? at<T>(a.residual, (r + 1) * a.residual_row_stride) : res);
-    auto fetch_next = [&](int64_t i) {  // the lines of elements [i, i + 64 / sizeof(T)) of the next row
-      prefetch(next_x + i * int64_t(sizeof(T)));
-      if (next_res != nullptr) prefetch(next_res + i * int64_t(sizeof(T)));
-    };
     if (res != nullptr) {
       // Sum in float, round to the storage type, and normalise the rounded
       // values: exactly what x + residual followed by rms_norm computes.
@@ -111,7 +98,6 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
 #if defined(KP_VEC_AVX512_BF16)
       if constexpr (std::is_same_v<T, BF16>) {
         write_span_pairs(out, 0, n, streamed, [&](int64_t i, Vec& e, Vec& o) {
-          fetch_next(i);
           Vec we, wo;
           Vec::load_deinterleaved(src + i, e, o);
           Vec::load_deinterleaved(w + i, we, wo);
@@ -121,19 +107,13 @@ void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream
         return;
       }
 #endif
-      write_span(out, 0, n, streamed, [&](int64_t i) {
-        if (i % (64 / int64_t(sizeof(T))) < W) fetch_next(i);  // once per 64-byte line of the row
-        return Vec::load(src + i) * vinv * Vec::load(w + i);
-      }, scalar);
+      write_span(out, 0, n, streamed, [&](int64_t i) { return Vec::load(src + i) * vinv * Vec::load(w + i); }, scalar);
     };
     if (res != nullptr && !stream) {
       normalise(res_out, false);
     } else if (res != nullptr) {
       const float* keep = sums.data();
-      write_span(out, 0, n, true, [&](int64_t i) {
-        if (i % (64 / int64_t(sizeof(T))) < W) fetch_next(i);
-        return Vec::load(keep + i) * vinv * Vec::load(w + i);
-      },
+      write_span(out, 0, n, true, [&](int64_t i) { return Vec::load(keep + i) * vinv * Vec::load(w + i); },
                  [&](int64_t i) { return keep[i] * inv * to_float(w[i]); });
     } else {
       normalise(x, stream);
