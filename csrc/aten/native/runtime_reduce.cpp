@@ -29,8 +29,9 @@ bool eligible(T self) {
          self.dim() <= KPDR_MAX_DIMS;
 }
 
-// The reduced dimensions as a bit mask (all of them when `dims` is empty), or
-// nullopt for an out-of-range or repeated dimension.
+}  // namespace
+
+// (runtime_pointwise.h; runtime_statistics.cpp shares it)
 std::optional<uint32_t> reduce_mask(T self, at::IntArrayRef dims) {
   const int64_t nd = self.dim();
   if (dims.empty()) return nd == 0 ? 0u : static_cast<uint32_t>((1ull << nd) - 1);
@@ -45,6 +46,8 @@ std::optional<uint32_t> reduce_mask(T self, at::IntArrayRef dims) {
   }
   return mask;
 }
+
+namespace {
 
 // Reduces self into a new tensor of `out_type`; undefined when the entry
 // cannot take the call.
