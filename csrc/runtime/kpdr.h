@@ -363,7 +363,9 @@ typedef enum kpdrReduceOp {
    * maximum (minimum); a NaN counts as both, so the first NaN wins, as in
    * ATen. VAR/STD: sum((x - mean)^2) / max(0, count - correction), its
    * square root for STD (so inf or NaN where the divisor is 0, as in ATen).
-   * Not called with an empty slice for ARGMAX/ARGMIN. */
+   * Not called with an empty slice for ARGMAX/ARGMIN. SUM with out_dtype
+   * INT64 (appended likewise) sums BOOL, INT32 or INT64 inputs exactly in
+   * 64-bit integers: ATen's sum of bool and integer tensors. */
   KPDR_REDUCE_ARGMAX = 4,
   KPDR_REDUCE_ARGMIN = 5,
   KPDR_REDUCE_VAR = 6,

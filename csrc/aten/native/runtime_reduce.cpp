@@ -90,6 +90,10 @@ template <int32_t op>
 struct SumMean {
   static at::Tensor functional(T self, at::OptionalIntArrayRef dim, bool keepdim,
                                std::optional<at::ScalarType> dtype) {
+    if (op == KPDR_REDUCE_SUM) {  // counts: sums of masks and integer tensors
+      at::Tensor r = runtime_integer_sum(self, dim, keepdim, dtype);
+      if (r.defined()) return r;
+    }
     if (eligible(self)) {
       if (auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}))) {
         at::Tensor r = reduce(self, *mask, keepdim, dtype.value_or(self.scalar_type()), op);

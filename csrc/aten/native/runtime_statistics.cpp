@@ -30,11 +30,12 @@ bool eligible(T self) {
 }
 
 // op over the dimensions of `mask` into a new tensor of `out_type` (kLong for
-// the arg-reductions); undefined when the entry cannot take the call.
+// the arg-reductions and integer sums); undefined when the entry cannot take the call.
 at::Tensor reduce(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op, double correction = 0) {
   const kpdrKernelTable& kernels = runtime_kernels();
   const bool arg = op == KPDR_REDUCE_ARGMAX || op == KPDR_REDUCE_ARGMIN;
-  if (kernels.reduce == nullptr || (arg ? out_type != at::kLong : !entry_float(out_type))) return at::Tensor();
+  const bool to_long = arg || (op == KPDR_REDUCE_SUM && out_type == at::kLong);
+  if (kernels.reduce == nullptr || (to_long ? out_type != at::kLong : !entry_float(out_type))) return at::Tensor();
   const int64_t nd = self.dim();
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < nd; ++d) {
@@ -46,8 +47,12 @@ at::Tensor reduce(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, 
   args.op = op;
   args.ndim = static_cast<int32_t>(nd);
   args.reduce_mask = mask;
-  args.in_dtype = *entry_dtype(self.scalar_type());
-  args.out_dtype = arg ? KPDR_DTYPE_INT64 : *entry_dtype(out_type);
+  switch (self.scalar_type()) {
+    case at::kLong: args.in_dtype = KPDR_DTYPE_INT64; break;
+    case at::kInt: args.in_dtype = KPDR_DTYPE_INT32; break;
+    default: args.in_dtype = *entry_dtype(self.scalar_type());
+  }
+  args.out_dtype = to_long ? KPDR_DTYPE_INT64 : *entry_dtype(out_type);
   args.correction = correction;
   int64_t j = 0;
   for (int64_t d = 0; d < nd; ++d) {
@@ -175,6 +180,18 @@ struct ExtremeOut {
 };
 
 }  // namespace
+
+at::Tensor runtime_integer_sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                               std::optional<at::ScalarType> dtype) {
+  const at::ScalarType t = self.scalar_type();
+  if (!self.defined() || self.device().type() != c10::DeviceType::PrivateUse1 || self.layout() != at::kStrided ||
+      (t != at::kBool && t != at::kInt && t != at::kLong) || dtype.value_or(at::kLong) != at::kLong ||
+      self.dim() > KPDR_MAX_DIMS) {
+    return at::Tensor();
+  }
+  auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
+  return mask ? reduce(self, *mask, keepdim, at::kLong, KPDR_REDUCE_SUM) : at::Tensor();
+}
 
 void register_runtime_statistics(Registrar& r) {
   if (runtime_kernels().reduce == nullptr) return;

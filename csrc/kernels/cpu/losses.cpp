@@ -37,7 +37,11 @@ void store(void* base, kpdrDtype dtype, int64_t i, float v) {
 }
 
 int64_t load_index(const void* base, kpdrDtype dtype, int64_t i) {
-  return dtype == KPDR_DTYPE_INT32 ? static_cast<const int32_t*>(base)[i] : static_cast<const int64_t*>(base)[i];
+  switch (dtype) {
+    case KPDR_DTYPE_INT32: return static_cast<const int32_t*>(base)[i];
+    case KPDR_DTYPE_BOOL: return static_cast<const uint8_t*>(base)[i] != 0;
+    default: return static_cast<const int64_t*>(base)[i];
+  }
 }
 
 // The dimensions other than the reduced ones, as an index space: offset(i)
@@ -234,6 +238,12 @@ void reduce_statistics(const kpdrReduceArgs& a) {
       int64_t base[2];
       kept.offsets(k, base, 2);
       auto x = [&](int64_t j) { return load(a.in, a.in_dtype, base[0] + offsets[j]); };
+      if (a.out_dtype == KPDR_DTYPE_INT64 && !arg) {  // SUM of bool or integers, exact
+        int64_t sum = 0;
+        for (int64_t j = 0; j < count; ++j) sum += load_index(a.in, a.in_dtype, base[0] + offsets[j]);
+        static_cast<int64_t*>(a.out)[base[1]] = sum;
+        continue;
+      }
       if (arg) {
         int64_t best = 0;
         float best_value = count > 0 ? x(0) : 0.0f;

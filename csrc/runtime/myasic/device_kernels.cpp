@@ -100,8 +100,11 @@ kpdrError_t check_dtypes(const char* api, const kpdrReduceArgs& a) {
     return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": reduce_mask names a dimension beyond ndim");
   }
   const bool arg = a.op == KPDR_REDUCE_ARGMAX || a.op == KPDR_REDUCE_ARGMIN;
-  const bool known = (float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL) &&
-                     (arg ? a.out_dtype == KPDR_DTYPE_INT64 : float_dtype(a.out_dtype));
+  const bool integer_sum = a.op == KPDR_REDUCE_SUM && a.out_dtype == KPDR_DTYPE_INT64 &&
+                           (a.in_dtype == KPDR_DTYPE_BOOL || a.in_dtype == KPDR_DTYPE_INT32 ||
+                            a.in_dtype == KPDR_DTYPE_INT64);
+  const bool known = integer_sum || ((float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL) &&
+                                     (arg ? a.out_dtype == KPDR_DTYPE_INT64 : float_dtype(a.out_dtype)));
   if (!known) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
   return KPDR_SUCCESS;
 }

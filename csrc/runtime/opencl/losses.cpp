@@ -188,6 +188,17 @@ std::string statistics_source(const kpdrReduceArgs& a, int kept, int reduced) {
          "  base = b; obase = ob;\n }\n";
   const std::string x = "ld" + num(a.in_dtype) + "(PTR(in), base + r)";
   const std::string slice = decompose("j", reduced, "rs", {{"r", "ri"}});
+  if (a.op == KPDR_REDUCE_SUM) {  // bool or integers into int64, exact
+    const char* type = a.in_dtype == KPDR_DTYPE_INT64 ? "long" : a.in_dtype == KPDR_DTYPE_INT32 ? "int" : "uchar";
+    src += " __local long part[WG];\n long acc = 0;\n";
+    src += " for (long j = t; j < count; j += WG) {\n" + slice + "  acc += (long)((const __global " + type +
+           "*)PTR(in))[base + r]" + (a.in_dtype == KPDR_DTYPE_BOOL ? " != 0" : "") + ";\n }\n";
+    src += " part[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n";
+    src += " for (int s = WG / 2; s > 0; s >>= 1) {\n  if (t < s) part[t] += part[t + s];\n"
+           "  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
+    src += " if (t == 0) ((__global long*)PTR(out))[obase] = part[0];\n}\n";
+    return src;
+  }
   if (a.op == KPDR_REDUCE_ARGMAX || a.op == KPDR_REDUCE_ARGMIN) {
     const char* better = a.op == KPDR_REDUCE_ARGMAX ? ">" : "<";
     // (value, index) pairs: a NaN beats any number, then the better value,
@@ -437,7 +448,12 @@ kpdrError_t layer_norm(const kpdrLayerNormArgs* a, kpdrStream_t handle) {
 kpdrError_t reduce_statistics(const kpdrReduceArgs* a, Stream& stream, Runtime* runtime) {
   const char* api = "reduce";
   const bool arg = a->op == KPDR_REDUCE_ARGMAX || a->op == KPDR_REDUCE_ARGMIN;
-  if (arg ? a->out_dtype != KPDR_DTYPE_INT64 : !float_type(a->out_dtype)) return bad(api, "unknown kpdrDtype");
+  const bool integer_sum = a->op == KPDR_REDUCE_SUM && a->out_dtype == KPDR_DTYPE_INT64 &&
+                           (a->in_dtype == KPDR_DTYPE_BOOL || a->in_dtype == KPDR_DTYPE_INT32 ||
+                            a->in_dtype == KPDR_DTYPE_INT64);
+  const bool known = integer_sum || ((float_type(a->in_dtype) || a->in_dtype == KPDR_DTYPE_BOOL) &&
+                                     (arg ? a->out_dtype == KPDR_DTYPE_INT64 : float_type(a->out_dtype)));
+  if (!known) return bad(api, "unknown kpdrDtype");
   int64_t ks[8], ki[8], ko[8], rs[8], ri[8];
   int kept = 0, reduced = 0;
   int64_t outputs = 1, count = 1;

@@ -277,9 +277,8 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
     if ((a->reduce_mask >> a->ndim) != 0) {
       return fail(KPDR_ERROR_INVALID_VALUE, "reduce: reduce_mask names a dimension beyond ndim");
     }
-    if (a->op >= KPDR_REDUCE_ARGMAX) {  // argmax/argmin, var/std: losses.cpp
-      if (!known_dtype(a->in_dtype)) return fail(KPDR_ERROR_INVALID_VALUE, "reduce: unknown kpdrDtype");
-      return reduce_statistics(a, *stream, runtime);
+    if (a->op >= KPDR_REDUCE_ARGMAX || a->out_dtype == KPDR_DTYPE_INT64) {  // losses.cpp
+      return reduce_statistics(a, *stream, runtime);  // argmax/argmin, var/std, integer sums
     }
     if (!known_dtype(a->in_dtype) || !float_dtype(a->out_dtype)) {
       return fail(KPDR_ERROR_INVALID_VALUE, "reduce: unknown kpdrDtype");
