@@ -133,6 +133,10 @@ for dt in DTYPES:
           name="layer_norm backward", tol=LN_BACKWARD_TOL[dt])
     check(lambda v, gg: grads(lambda a: F.layer_norm(a, (10, 16)), v, upstream=gg), x, g, name="layer_norm backward no affine")
     check(lambda v, w: grads(lambda a, c: F.layer_norm(a, (16,), c, None), v, w), r(0, 16), wt, name="layer_norm backward no rows")
+    # sums of masks and integer tensors (int64, exact): cross_entropy's count of kept targets
+    check(lambda m: m.sum(), torch.rand(7, 300) > 0.3, name="sum of a bool mask", tol=TOL[torch.int64])
+    check(lambda v: v.sum(1, keepdim=True), torch.randint(-2**40, 2**40, (5, 9)), name="sum of int64 (exact)", tol=TOL[torch.int64])
+    check(lambda v: v.t().sum(0), torch.randint(-1000, 1000, (6, 4), dtype=torch.int32), name="sum of int32 to int64", tol=TOL[torch.int64])
     # out= forms of the reductions
     for name, fn in [("sum", torch.sum), ("mean", torch.mean), ("amax", torch.amax), ("amin", torch.amin)]:
         check(lambda v, f=fn: f(v, 1, out=torch.empty(0, dtype=v.dtype, device=v.device)), r(4, 9), name=f"{name} out=")

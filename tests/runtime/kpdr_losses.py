@@ -276,6 +276,19 @@ def check_entries(runtime):
         code, got = statistics_case(runtime, "std", clean, (1,), correction)
         np.testing.assert_allclose(got, clean.std(1, ddof=correction), rtol=1e-5)
 
+    # SUM of bool and integers into int64, exact.
+    session = Session(runtime)
+    try:
+        ints = rng.integers(-2**40, 2**40, (3, 7)).astype(np.int64)
+        args = ReduceArgs(op=0, ndim=2, in_dtype=DTYPE_INT64, out_dtype=DTYPE_INT64, reduce_mask=0b10)
+        args.sizes[0], args.sizes[1], args.in_strides[0], args.in_strides[1], args.out_strides[0] = 3, 7, 7, 1, 1
+        args.input = session.upload(ints)
+        args.out = session.upload(np.zeros(3, np.int64))
+        assert entry(runtime, "reduce", ReduceArgs)(ctypes.byref(args), session.stream) == 0, runtime.last_error_message()
+        np.testing.assert_array_equal(session.download(args.out, (3,), np.int64), ints.sum(1))
+    finally:
+        session.close()
+
     # Op codes the runtime does not know: NOT_SUPPORTED, nothing enqueued (the caller falls back).
     bad = SoftmaxDimArgs(op=99, ndim=1, dim=0)
     assert entry(runtime, "softmax_dim", SoftmaxDimArgs)(ctypes.byref(bad), runtime.stream(0)) == NOT_SUPPORTED
