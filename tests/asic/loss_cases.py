@@ -133,6 +133,12 @@ for dt in DTYPES:
           name="layer_norm backward", tol=LN_BACKWARD_TOL[dt])
     check(lambda v, gg: grads(lambda a: F.layer_norm(a, (10, 16)), v, upstream=gg), x, g, name="layer_norm backward no affine")
     check(lambda v, w: grads(lambda a, c: F.layer_norm(a, (16,), c, None), v, w), r(0, 16), wt, name="layer_norm backward no rows")
+    if dt != torch.float32:  # ATen's mixed precision: float32 parameters, float32 mean and rstd
+        check(lambda v, w, bb: torch.native_layer_norm(v, (16,), w, bb, 1e-5), x, wt.float(), b.float(),
+              name="layer_norm float32 parameters")
+        check(lambda v, w, bb, gg: grads(lambda a, c, d: F.layer_norm(a, (16,), c, d), v, w, bb, upstream=gg),
+              x, wt.float(), b.float(), g, name="layer_norm float32 parameters backward",
+              tol=dict(rtol=2e-2, atol=0.5))
     # sums of masks and integer tensors (int64, exact): cross_entropy's count of kept targets
     check(lambda m: m.sum(), torch.rand(7, 300) > 0.3, name="sum of a bool mask", tol=TOL[torch.int64])
     check(lambda v: v.sum(1, keepdim=True), torch.randint(-2**40, 2**40, (5, 9)), name="sum of int64 (exact)", tol=TOL[torch.int64])
@@ -147,6 +153,7 @@ stats = {op: n for op, n in torch.my_asic.fallback_stats().items()
 errors = 0
 for bad in (lambda: torch.softmax(torch.randn(2, 3, device=dev), 2),
             lambda: F.nll_loss(torch.randn(3, 4, device=dev), torch.zeros(5, dtype=torch.long, device=dev)),
+            lambda: F.nll_loss(torch.randn(3, 4, device=dev), torch.zeros(3, dtype=torch.int32, device=dev)),
             lambda: F.layer_norm(torch.randn(3, 4, device=dev), (5,)),
             lambda: torch.argmax(torch.randn(0, 3, device=dev))):
     try:

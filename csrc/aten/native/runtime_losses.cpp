@@ -124,8 +124,8 @@ struct NllShape {
 };
 
 std::optional<NllShape> nll_shape(T self, T target, OptT weight, bool two_d) {
-  if (target.device() != self.device() || target.layout() != at::kStrided ||
-      (target.scalar_type() != at::kLong && target.scalar_type() != at::kInt)) {
+  // ATen takes int64 (or uint8, which the entry has no dtype for) targets; the fallback raises for others.
+  if (target.device() != self.device() || target.layout() != at::kStrided || target.scalar_type() != at::kLong) {
     return std::nullopt;
   }
   NllShape s;
@@ -269,12 +269,21 @@ std::optional<std::pair<int64_t, int64_t>> layer_norm_rows(T input, at::IntArray
       weight->scalar_type() != bias->scalar_type()) {
     return std::nullopt;
   }
+  // Mixed precision as ATen's CPU kernel takes it: a half-precision input with
+  // float32 parameters (the statistics are then float32); other mixes fall back.
+  for (OptT p : {std::cref(weight), std::cref(bias)}) {
+    if (p.has_value() && p->defined() && p->scalar_type() != input.scalar_type() &&
+        (p->scalar_type() != at::kFloat || input.scalar_type() == at::kFloat)) {
+      return std::nullopt;
+    }
+  }
   const int64_t cols = c10::multiply_integers(normalized_shape);
   return std::make_pair(cols == 0 ? 0 : input.numel() / cols, cols);
 }
 
-// ATen's CPU kernel keeps mean and rstd in the input's dtype; its shape is
-// the input's with the normalized dimensions set to 1.
+// ATen's CPU kernel keeps mean and rstd in the input's dtype (float32 with
+// float32 parameters of a half-precision input); its shape is the input's
+// with the normalized dimensions set to 1.
 std::vector<int64_t> stats_shape(T input, int64_t k) {
   std::vector<int64_t> shape = input.sizes().vec();
   for (int64_t d = input.dim() - k; d < input.dim(); ++d) shape[d] = 1;
@@ -291,9 +300,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(T input, at::IntArrayR
       const at::Tensor x = input.contiguous();
       at::Tensor out = at::empty(input.sizes(), input.options());
       const auto shape = stats_shape(input, static_cast<int64_t>(normalized_shape.size()));
-      at::Tensor mean = at::empty(shape, input.options()), rstd = at::empty(shape, input.options());
+      const bool mixed = (w.defined() && w.scalar_type() != input.scalar_type()) ||
+                         (b.defined() && b.scalar_type() != input.scalar_type());
+      const auto stats_options = input.options().dtype(mixed ? at::kFloat : input.scalar_type());
+      at::Tensor mean = at::empty(shape, stats_options), rstd = at::empty(shape, stats_options);
       kpdrLayerNormArgs args{};
-      args.dtype = args.stats_dtype = *entry_dtype(input.scalar_type());
+      args.dtype = *entry_dtype(input.scalar_type());
+      args.stats_dtype = *entry_dtype(mean.scalar_type());
       args.weight_dtype = w.defined() ? *entry_dtype(w.scalar_type()) : b.defined() ? *entry_dtype(b.scalar_type())
                                                                                   : args.dtype;
       args.rows = rc->first;
