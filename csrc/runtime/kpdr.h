@@ -138,8 +138,8 @@ KPDR_API kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEven
  *  - Every pointer is device memory of the stream's device (the caller has
  *    checked devices, shapes and dtypes). Sizes and strides are in elements,
  *    not bytes. The innermost dimension of every tensor argument is
- *    contiguous (stride 1); the other strides are given (pointwise and
- *    reduce take any strides: kpdrOperand).
+ *    contiguous (stride 1); the other strides are given (pointwise, reduce,
+ *    softmax_dim and nll_loss take any strides).
  *  - A launch only enqueues: it returns once the arguments are validated and
  *    the work is queued on `stream`, which runs it in order with the stream's
  *    copies. The argument struct may be freed when the launch returns.
