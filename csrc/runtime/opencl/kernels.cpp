@@ -14,6 +14,7 @@
 #include "gemm.h"
 #include "kernel_cache.h"
 #include "kpdr.h"
+#include "losses.h"
 #include "pointwise.h"
 #include "runtime.h"
 
@@ -430,6 +431,9 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.gemm = &kpdr_opencl::gemm;
     ours.pointwise = &kpdr_opencl::pointwise;
     ours.reduce = &kpdr_opencl::reduce;
+    ours.softmax_dim = &kpdr_opencl::softmax_dim;
+    ours.nll_loss = &kpdr_opencl::nll_loss;
+    ours.layer_norm = &kpdr_opencl::layer_norm;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);
