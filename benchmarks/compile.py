@@ -24,11 +24,11 @@ my_asic as fast), ``compiled_vs_eager_my_asic`` = eager time / compiled time.
     OMP_WAIT_POLICY=PASSIVE python benchmarks/compile.py [--quick] [--output compile.json]
 
 On a machine with few cores, run it with OMP_WAIT_POLICY=PASSIVE: Inductor's
-OpenMP threads otherwise spin after each kernel and take the cores from the
-my_asic runtime's own worker threads (attention kernels on the stream thread,
-backward on the autograd device thread). Measured on 2 shared cores: a tiny
-Llama forward took 214 ms per call compiled on my_asic with the default
-policy, 1.9 ms with PASSIVE (1.7 ms with OMP_NUM_THREADS=1).
+OpenMP threads otherwise spin after each kernel, and a backward on my_asic runs
+on the autograd engine's device thread with a second OpenMP team, after which
+libgomp wakes every team's threads through the kernel (CPU and my_asic alike);
+eager my_asic runs attention on the runtime's own threads, which the spinning
+threads starve (docs/compile.md, Threads).
 """
 
 import argparse
@@ -109,6 +109,8 @@ def main(argv=None):
     parser.add_argument("--fresh-cache", action="store_true", help="cold Inductor cache (a new temporary dir)")
     parser.add_argument("--output", default=None, help="write the JSON here too")
     args = parser.parse_args(argv)
+    if not hasattr(torch, "my_asic"):
+        parser.error("my_asic is not registered in this process (beside a CUDA GPU, set MY_ASIC_ENABLE=1)")
     if args.fresh_cache:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="kp_compile_bench_")
     if args.threads:
