@@ -84,6 +84,25 @@ def test_compiled_function_sees_side_stream_work_after_an_event_wait(host_addres
     assert out.strip().splitlines()[-1] == "100/100"
 
 
+@pytest.mark.usefixtures("host_addressable")
+@pytest.mark.parametrize("queries, kernel", [(16, "_scaled_dot_product_flash_attention_for_cpu"),
+                                             (1, "_scaled_dot_product_fused_attention_overrideable")],
+                         ids=["prefill", "decode"])
+def test_attention_in_inductor_graphs_runs_on_the_host_threads_except_decode(queries, kernel):
+    # Prefill takes ATen's CPU flash attention on the host's OpenMP threads, as
+    # the graph's C++ kernels do; decode keeps the runtime's split-K kernel.
+    from torch._inductor.utils import run_and_get_code
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=queries > 1, enable_gqa=True) * 2
+
+    q, k, v = torch.randn(1, 4, queries, 8), torch.randn(1, 2, 16, 8), torch.randn(1, 2, 16, 8)
+    with torch.no_grad():
+        got, code = run_and_get_code(torch.compile(attend), q.to("my_asic"), k.to("my_asic"), v.to("my_asic"))
+    assert f"torch.ops.aten.{kernel}.default(" in code[0]
+    torch.testing.assert_close(got.cpu(), attend(q, k, v))
+
+
 def test_default_compile_without_host_addressable_memory_uses_the_my_asic_backend():
     completed = run_python_process("""
         import torch, kernel_pytorch
