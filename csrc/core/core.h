@@ -219,6 +219,8 @@ inline const char* kernel_name(const kpdrMatmulVecArgs&) { return "matmul_vec"; 
 inline const char* kernel_name(const kpdrGemmArgs&) { return "gemm"; }
 inline const char* kernel_name(const kpdrPointwiseArgs&) { return "pointwise"; }
 inline const char* kernel_name(const kpdrReduceArgs&) { return "reduce"; }
+inline const char* kernel_name(const kpdrIm2colArgs&) { return "im2col"; }
+inline const char* kernel_name(const kpdrMaxPool2dArgs&) { return "max_pool2d"; }
 
 } // namespace activity
 

@@ -86,5 +86,8 @@ void gemm(const kpdrGemmArgs& args);
 void pointwise(const kpdrPointwiseArgs& args);
 void reduce(const kpdrReduceArgs& args);
 int pointwise_arity(int32_t op);
+// Convolution's columns and max pooling (conv.cpp): gathers over any strides.
+void im2col(const kpdrIm2colArgs& args);
+void max_pool2d(const kpdrMaxPool2dArgs& args);
 
 }  // namespace kp

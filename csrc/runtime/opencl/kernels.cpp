@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "conv.h"
 #include "errors.h"
 #include "kernel_cache.h"
 #include "kpdr.h"
@@ -452,6 +453,8 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.gemm = &gemm;
     ours.pointwise = &kpdr_opencl::pointwise;
     ours.reduce = &kpdr_opencl::reduce;
+    ours.im2col = &kpdr_opencl::im2col;
+    ours.max_pool2d = &kpdr_opencl::max_pool2d;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);
