@@ -90,10 +90,14 @@ bool runtime_batch_norm(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     centred = at::sub(input, mean.view(shape));
     const at::Tensor var = at::mean(at::mul(centred, centred), dims);
     invstd = at::rsqrt(at::add(var, eps));
-    // running = (1 - momentum) * running + momentum * statistic (the unbiased variance)
-    if (defined(running_mean)) running_mean->mul_(1.0 - momentum).add_(mean, momentum);
+    // running = (1 - momentum) * running + momentum * statistic (the unbiased
+    // variance), in float32 and rounded once into the statistics' dtype, as ATen does.
+    auto update = [&](const at::Tensor& running, const at::Tensor& statistic, double weight) {
+      running.copy_(at::add(at::mul(running.to(at::kFloat), 1.0 - momentum), statistic, weight));
+    };
+    if (defined(running_mean)) update(*running_mean, mean, momentum);
     if (defined(running_var)) {
-      running_var->mul_(1.0 - momentum).add_(var, momentum * static_cast<double>(count) / static_cast<double>(count - 1));
+      update(*running_var, var, momentum * static_cast<double>(count) / static_cast<double>(count - 1));
     }
   } else {
     std::tie(mean, invstd) = running_statistics(*running_mean, *running_var, eps);

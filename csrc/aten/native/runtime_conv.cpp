@@ -187,6 +187,9 @@ std::optional<at::Tensor> forward(T input, T weight, const std::optional<at::Ten
   const at::Tensor w = weight.contiguous();  // [cout, k] per group, rows contiguous
   at::Tensor out = at::empty({c.n, c.cout, c.oh, c.ow}, input.options());
   const int64_t chunk = c.chunk(), k = c.k(), p = c.p(), per_group = c.cout / c.groups;
+  // The bias goes in first and the GEMM adds to it (beta = 1): one rounding
+  // of the sum to a 16-bit dtype, as the CPU's convolution rounds, not two.
+  if (with_bias) out.copy_(bias->view({1, c.cout, 1, 1}).expand_as(out));
   const at::Tensor col = at::empty({chunk * c.rows() * p}, input.options());
   for (int64_t n0 = 0; n0 < c.n; n0 += chunk) {
     const int64_t nb = std::min(chunk, c.n - n0);
@@ -195,12 +198,11 @@ std::optional<at::Tensor> forward(T input, T weight, const std::optional<at::Ten
       // out[n, group g] (per_group x p) = W[g] (per_group x k) * col[n, group g] (k x p)
       if (!gemm(c, device, nb, per_group, p, k, 0, 0, {element(w, g * per_group * k), 0, k},
                 {element(col, g * k * p), c.rows() * p, p},
-                {element(out, (n0 * c.cout + g * per_group) * p), c.cout * p, p}, false)) {
+                {element(out, (n0 * c.cout + g * per_group) * p), c.cout * p, p}, with_bias)) {
         return std::nullopt;
       }
     }
   }
-  if (with_bias) out.add_(bias->view({1, c.cout, 1, 1}));
   if (input.dim() == 3) return out.view({c.n, c.cout, c.ow});
   if (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
     return out.contiguous(at::MemoryFormat::ChannelsLast);
@@ -221,21 +223,29 @@ std::optional<Grads> backward(T grad_output, T input, T weight, const Conv& c, s
   const int64_t chunk = c.chunk(), k = c.k(), p = c.p(), per_group = c.cout / c.groups;
   at::Tensor grad_input, grad_weight, grad_bias;
   if (mask[0]) {
-    const at::Tensor w = weight.contiguous();
-    grad_input = at::empty(input.sizes(), input.options().memory_format(input.suggest_memory_format()));
-    const at::Tensor col = at::empty({chunk * c.rows() * p}, input.options());
+    // In float32 for 16-bit dtypes: col2im sums overlapping windows, and
+    // columns rounded to 16 bits first would round the sum twice (the CPU
+    // rounds once).
+    const at::ScalarType acc = at::kFloat;
+    Conv cf = c;
+    cf.dtype = KPDR_DTYPE_FLOAT32;
+    const at::Tensor w = weight.to(acc).contiguous();
+    const at::Tensor gof = go.to(acc);
+    at::Tensor gi = at::empty(input.sizes(), input.options().dtype(acc).memory_format(input.suggest_memory_format()));
+    const at::Tensor col = at::empty({chunk * c.rows() * p}, input.options().dtype(acc));
     for (int64_t n0 = 0; n0 < c.n; n0 += chunk) {
       const int64_t nb = std::min(chunk, c.n - n0);
       for (int64_t g = 0; g < c.groups; ++g) {
         // col[n, group g] (k x p) = W[g]^T (k x per_group) * grad_output[n, group g] (per_group x p)
-        if (!gemm(c, device, nb, k, p, per_group, 1, 0, {element(w, g * per_group * k), 0, k},
-                  {element(go, (n0 * c.cout + g * per_group) * p), c.cout * p, p},
+        if (!gemm(cf, device, nb, k, p, per_group, 1, 0, {element(w, g * per_group * k), 0, k},
+                  {element(gof, (n0 * c.cout + g * per_group) * p), c.cout * p, p},
                   {element(col, g * k * p), c.rows() * p, p}, false)) {
           return std::nullopt;
         }
       }
-      if (!columns(c, KPDR_COL2IM, grad_input, n0, nb, col, c.rows() * p, p)) return std::nullopt;
+      if (!columns(cf, KPDR_COL2IM, gi, n0, nb, col, c.rows() * p, p)) return std::nullopt;
     }
+    grad_input = gi.scalar_type() == input.scalar_type() ? gi : gi.to(input.scalar_type());
   }
   if (mask[1]) {
     grad_weight = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
