@@ -115,7 +115,23 @@ for dt in DTYPES:
               dtype=dt, scale=s)
         check(lambda x: plain_cpu(x) if x.device.type == "cpu" else plain_dev(x), r(8, 5), name="batch_norm1d (N, C)", dtype=dt, scale=s)
         compare(plain_dev.running_var, plain_cpu.running_var, torch.float32, "running_var affine=False")
-print(json.dumps({"checked": checked, "fallbacks": torch.my_asic.fallback_stats(), "layouts": layouts}))
+stats = torch.my_asic.fallback_stats()
+# Bad arguments keep ATen's errors (the entries never see them: the fallback raises).
+errors = []
+def expect_error(fn, text):
+    try:
+        fn()
+    except RuntimeError as e:
+        assert text in str(e), (text, str(e))
+        errors.append(text)
+        return
+    raise SystemExit(f"no error containing {text!r}")
+if GROUP == "conv":
+    expect_error(lambda: F.conv2d(torch.randn(1, 3, 5, 5, device=dev), torch.randn(2, 4, 3, 3, device=dev)), "channels")
+    expect_error(lambda: F.conv2d(torch.randn(1, 3, 2, 2, device=dev), torch.randn(2, 3, 3, 3, device=dev)), "Kernel size")
+elif GROUP == "pool":
+    expect_error(lambda: F.max_pool2d(torch.randn(1, 1, 4, 4, device=dev), 2, padding=2), "pad should be")
+print(json.dumps({"checked": checked, "fallbacks": stats, "layouts": layouts, "errors": errors}))
 '''
 
 # The ops this slice makes native: none of them may fall back.

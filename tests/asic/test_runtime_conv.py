@@ -49,3 +49,8 @@ def test_the_steps_of_these_ops_run_on_the_device_entries_too():
         fallbacks = run(group, ("float32",))["fallbacks"]
         fallbacks = {op: n for op, n in fallbacks.items() if not (group == "batch_norm" and op.startswith("aten::add_"))}
         assert fallbacks == {}, (group, fallbacks)
+
+
+def test_bad_arguments_raise_atens_errors():
+    assert run("conv", ("float32",))["errors"] == ["channels", "Kernel size"]
+    assert run("pool", ("float32",))["errors"] == ["pad should be"]
