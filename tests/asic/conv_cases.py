@@ -88,6 +88,13 @@ for dt in DTYPES:
         got = F.max_pool2d(x.to(dev), 3, 2, 1, return_indices=True)[1]
         assert got.dtype == torch.int64 and torch.equal(got.cpu(), ref), "max_pool2d indices differ"
         checked += 1
+    elif GROUP == "unfold":
+        check(lambda x: F.unfold(x, (3, 2), dilation=(1, 2), padding=(1, 0), stride=(2, 1)), r(2, 3, 9, 8), name="unfold", dtype=dt)
+        check(lambda x: F.unfold(x, 2, stride=2), r(3, 8, 8), name="unfold unbatched", dtype=dt)
+        check(lambda x: F.unfold(x, 3, padding=1), r(2, 3, 6, 5), name="unfold channels_last", dtype=dt, layout=channels_last)
+        s = 1 if dt == torch.float32 else 4
+        check(lambda c: F.fold(c, (7, 6), (3, 2), dilation=(1, 2), padding=(1, 0), stride=(2, 1)), r(2, 18, 16), name="fold", dtype=dt, scale=s)
+        check(lambda c: F.fold(c[:, ::2], (6, 6), 3, padding=1, stride=2), r(18, 18), name="fold unbatched non-contiguous", dtype=dt, scale=s)
     elif GROUP == "batch_norm":
         s = 1 if dt == torch.float32 else 2
         for layout, name in ((None, "contiguous"), (channels_last, "channels_last")):
@@ -135,7 +142,7 @@ print(json.dumps({"checked": checked, "fallbacks": stats, "layouts": layouts, "e
 '''
 
 # The ops this slice makes native: none of them may fall back.
-CONV_OPS = ("aten::convolution", "aten::convolution_backward", "aten::max_pool2d_with_indices",
+CONV_OPS = ("aten::im2col", "aten::col2im", "aten::convolution", "aten::convolution_backward", "aten::max_pool2d_with_indices",
             "aten::max_pool2d_with_indices_backward", "aten::native_batch_norm", "aten::native_batch_norm_backward",
             "aten::_native_batch_norm_legit")
 

@@ -35,6 +35,12 @@ def test_max_pooling_forward_backward_and_indices_match_the_cpu_without_falling_
     assert result["layouts"] == []
 
 
+def test_unfold_and_fold_forward_and_backward_match_the_cpu_without_falling_back():
+    result = run("unfold")
+    assert result["checked"] == 3 * 5
+    assert own_fallbacks(result["fallbacks"]) == {}
+
+
 def test_batch_norm_training_eval_and_running_statistics_match_the_cpu_without_falling_back():
     result = run("batch_norm")
     assert result["checked"] == 3 * 6
@@ -45,7 +51,7 @@ def test_the_steps_of_these_ops_run_on_the_device_entries_too():
     # Nothing of a float32 conv/pool/norm step takes the fallback: the bias adds, the
     # reductions and the copies they are composed of are entries as well. Only BatchNorm's
     # int64 step counter (num_batches_tracked += 1) is not a float op.
-    for group in ("conv", "pool", "batch_norm"):
+    for group in ("conv", "pool", "unfold", "batch_norm"):
         fallbacks = run(group, ("float32",))["fallbacks"]
         fallbacks = {op: n for op, n in fallbacks.items() if not (group == "batch_norm" and op.startswith("aten::add_"))}
         assert fallbacks == {}, (group, fallbacks)

@@ -55,6 +55,7 @@ int64_t register_host_kernels() {
       register_runtime_pointwise(r);
       register_runtime_reduce(r);
       register_runtime_pooling(r);
+      register_runtime_unfold(r);
       names() = r.registered();
       return static_cast<int64_t>(names().size());
     }

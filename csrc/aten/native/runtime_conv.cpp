@@ -1,6 +1,6 @@
-// Convolution (1-D and 2-D: stride, padding, dilation, groups) and max
-// pooling with indices through the runtime's entries when device memory is
-// not host addressable.
+// Convolution (1-D and 2-D: stride, padding, dilation, groups), unfold/fold
+// (aten::im2col / col2im) and max pooling with indices through the runtime's
+// entries when device memory is not host addressable.
 //
 // Convolution is im2col + GEMM: the im2col entry lays a chunk of images out as
 // the columns of a GEMM and the gemm entry multiplies each group's weights
@@ -371,6 +371,86 @@ struct MaxPool {
   }
 };
 
+// ---- unfold / fold (aten::im2col, aten::col2im) ------------------------------
+
+// The window of im2col/col2im's four 2-value lists, or nullopt.
+std::optional<kpdrWindow2d> unfold_window(Ints kernel, Ints dilation, Ints padding, Ints stride) {
+  if (kernel.size() != 2 || dilation.size() != 2 || padding.size() != 2 || stride.size() != 2) return std::nullopt;
+  kpdrWindow2d w{};
+  for (size_t d = 0; d < 2; ++d) {
+    if (kernel[d] < 1 || dilation[d] < 1 || padding[d] < 0 || stride[d] < 1) return std::nullopt;
+    w.kernel[d] = kernel[d];
+    w.dilation[d] = dilation[d];
+    w.padding[d] = padding[d];
+    w.stride[d] = stride[d];
+  }
+  return w;
+}
+
+// Output positions of a window along one dimension (0 when none fits).
+int64_t positions(int64_t size, const kpdrWindow2d& w, size_t d) {
+  const int64_t span = size + 2 * w.padding[d] - w.dilation[d] * (w.kernel[d] - 1) - 1;
+  return span < 0 ? 0 : span / w.stride[d] + 1;
+}
+
+bool unfold_eligible(T self) {
+  return !host_addressable() && runtime_kernels().im2col != nullptr && device_float(self) && self.numel() > 0;
+}
+
+struct Unfold {
+  static at::Tensor im2col(T self, Ints kernel, Ints dilation, Ints padding, Ints stride) {
+    const auto w = unfold_window(kernel, dilation, padding, stride);
+    if (w && unfold_eligible(self) && (self.dim() == 3 || self.dim() == 4)) {
+      const bool batched = self.dim() == 4;
+      Conv c{};
+      c.dtype = *entry_dtype(self.scalar_type());
+      c.n = batched ? self.size(0) : 1;
+      c.c = self.size(-3);
+      c.h = self.size(-2);
+      c.w = self.size(-1);
+      c.window = *w;
+      c.oh = positions(c.h, *w, 0);
+      c.ow = positions(c.w, *w, 1);
+      if (c.oh > 0 && c.ow > 0) {
+        c10::DeviceGuard guard(self.device());
+        const at::Tensor image = batched ? self : self.unsqueeze(0);
+        at::Tensor col = at::empty({c.n, c.rows(), c.p()}, self.options());
+        if (columns(c, KPDR_IM2COL, image, 0, c.n, col, c.rows() * c.p(), c.p())) return batched ? col : col.squeeze(0);
+      }
+    }
+    return run_on_fallback<at::Tensor, T, Ints, Ints, Ints, Ints>(reinterpret_cast<const void*>(&im2col), self, kernel,
+                                                                  dilation, padding, stride);
+  }
+  static at::Tensor col2im(T self, c10::SymIntArrayRef output_size, Ints kernel, Ints dilation, Ints padding,
+                           Ints stride) {
+    const auto w = unfold_window(kernel, dilation, padding, stride);
+    const auto size = c10::asIntArrayRefSlowOpt(output_size);
+    if (w && size && size->size() == 2 && unfold_eligible(self) && (self.dim() == 2 || self.dim() == 3)) {
+      const bool batched = self.dim() == 3;
+      Conv c{};
+      c.dtype = *entry_dtype(self.scalar_type());
+      c.n = batched ? self.size(0) : 1;
+      c.h = (*size)[0];
+      c.w = (*size)[1];
+      c.window = *w;
+      c.oh = positions(c.h, *w, 0);
+      c.ow = positions(c.w, *w, 1);
+      const int64_t taps = w->kernel[0] * w->kernel[1];
+      if (c.h > 0 && c.w > 0 && self.size(-2) % taps == 0 && self.size(-1) == c.oh * c.ow && c.oh * c.ow > 0) {
+        c.c = self.size(-2) / taps;
+        c10::DeviceGuard guard(self.device());
+        const at::Tensor col = (batched ? self : self.unsqueeze(0)).contiguous();
+        at::Tensor image = at::empty({c.n, c.c, c.h, c.w}, self.options());
+        if (columns(c, KPDR_COL2IM, image, 0, c.n, col, c.rows() * c.p(), c.p())) {
+          return batched ? image : image.squeeze(0);
+        }
+      }
+    }
+    return run_on_fallback<at::Tensor, T, c10::SymIntArrayRef, Ints, Ints, Ints, Ints>(
+        reinterpret_cast<const void*>(&col2im), self, output_size, kernel, dilation, padding, stride);
+  }
+};
+
 }  // namespace
 
 bool runtime_convolution(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -417,6 +497,12 @@ void register_runtime_pooling(Registrar& r) {
   if (runtime_kernels().max_pool2d == nullptr) return;
   r.impl("max_pool2d_with_indices", TORCH_FN(MaxPool::forward));
   r.impl("max_pool2d_with_indices_backward", TORCH_FN(MaxPool::backward));
+}
+
+void register_runtime_unfold(Registrar& r) {
+  if (runtime_kernels().im2col == nullptr) return;
+  r.impl("im2col", TORCH_FN(Unfold::im2col));
+  r.impl("col2im", TORCH_FN(Unfold::col2im));
 }
 
 }  // namespace kernel_pytorch::native

@@ -22,5 +22,7 @@ bool runtime_batch_norm(const c10::OperatorHandle& op, torch::jit::Stack* stack)
 bool runtime_batch_norm_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // max_pool2d_with_indices and its backward through the max_pool2d entry.
 void register_runtime_pooling(Registrar& r);
+// aten::im2col / aten::col2im (nn.Unfold, nn.Fold) through the im2col entry.
+void register_runtime_unfold(Registrar& r);
 
 }  // namespace kernel_pytorch::native
