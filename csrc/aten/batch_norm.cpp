@@ -15,6 +15,7 @@
 
 #include "aten/aten.h"
 #include "core/core.h"
+#include "native/runtime_conv.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -29,6 +30,9 @@ void batch_norm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto running_var = (*stack)[base + 4].toOptional<at::Tensor>();
   const bool training = (*stack)[base + 5].toBool();
   const double eps = (*stack)[base + 7].toDouble();
+  // Off host memory: composed of the runtime's entries where it has them
+  // (native/runtime_batch_norm.cpp), returning the statistics described above.
+  if (native::runtime_batch_norm(op, stack)) return;
   if (host_addressable()) {
     run_on_host_aliases(op, stack);  // ATen's CPU kernel insists on CPU tensors: host aliases
   } else {
@@ -56,6 +60,7 @@ void batch_norm_backward(const c10::OperatorHandle& op, torch::jit::Stack* stack
     (*stack)[base + 5] = c10::IValue();
     (*stack)[base + 6] = c10::IValue();
   }
+  if (native::runtime_batch_norm_backward(op, stack)) return;
   if (host_addressable()) {
     run_on_host_aliases(op, stack);
   } else {

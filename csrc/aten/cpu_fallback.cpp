@@ -25,6 +25,7 @@
 #include "core/core.h"
 #include "autograd_device_threads.h"
 #include "device_check.h"
+#include "native/runtime_conv.h"
 
 namespace kernel_pytorch {
 namespace {
@@ -359,12 +360,14 @@ void my_asic_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 // Convolutions are my_asic kernels, not fallbacks, when device memory is
 // host addressable: ATen's CPU convolution (oneDNN or its own) runs on the
-// device memory in place. Only other runtimes copy through the fallback.
+// device memory in place. Other runtimes use their entries where they can
+// (native/runtime_conv.cpp) and copy through the fallback otherwise.
 void convolution_on_device(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (host_addressable()) {
     run_in_place_on_device(op, stack);
     return;
   }
+  if (native::runtime_convolution(op, stack)) return;  // the runtime's im2col + gemm
   my_asic_fallback(op, stack);
 }
 

@@ -222,6 +222,8 @@ inline const char* kernel_name(const kpdrReduceArgs&) { return "reduce"; }
 inline const char* kernel_name(const kpdrSoftmaxDimArgs&) { return "softmax_dim"; }
 inline const char* kernel_name(const kpdrNllLossArgs&) { return "nll_loss"; }
 inline const char* kernel_name(const kpdrLayerNormArgs&) { return "layer_norm"; }
+inline const char* kernel_name(const kpdrIm2colArgs&) { return "im2col"; }
+inline const char* kernel_name(const kpdrMaxPool2dArgs&) { return "max_pool2d"; }
 
 } // namespace activity
 

@@ -92,5 +92,8 @@ void softmax_dim(const kpdrSoftmaxDimArgs& args);
 void nll_loss(const kpdrNllLossArgs& args);
 void layer_norm(const kpdrLayerNormArgs& args);
 void reduce_statistics(const kpdrReduceArgs& args);
+// Convolution's columns and max pooling (conv.cpp): gathers over any strides.
+void im2col(const kpdrIm2colArgs& args);
+void max_pool2d(const kpdrMaxPool2dArgs& args);
 
 }  // namespace kp

@@ -481,6 +481,67 @@ typedef struct kpdrLayerNormArgs {
   void* grad_weight;
   void* grad_bias;
 } kpdrLayerNormArgs;
+/* A 2-D sliding window (convolution's im2col/col2im, pooling). Output
+ * position (oh, ow) covers the input pixels
+ *   h = oh * stride[0] - padding[0] + i * dilation[0]   (i < kernel[0])
+ *   w = ow * stride[1] - padding[1] + j * dilation[1]   (j < kernel[1]);
+ * pixels outside the image are zero padding (im2col) or skipped (pooling).
+ * Every field is >= 1 except padding (>= 0). A 1-D window has height 1. */
+typedef struct kpdrWindow2d {
+  int64_t kernel[2], stride[2], padding[2], dilation[2];
+} kpdrWindow2d;
+
+typedef enum kpdrIm2colDirection {
+  KPDR_IM2COL = 0,  /* image -> columns */
+  KPDR_COL2IM = 1   /* columns -> image, summing overlapping windows */
+} kpdrIm2colDirection;
+
+/* The columns of a convolution's GEMM. For image n < batch, channel c,
+ * kernel offset (i, j) and output position (oh, ow):
+ *   col[n * col_batch_stride + ((c * kernel[0] + i) * kernel[1] + j) * col_ld
+ *       + oh * out_w + ow]
+ * holds image[n][c][h][w] (h, w as in kpdrWindow2d; 0 outside the image).
+ * KPDR_IM2COL writes col from image; KPDR_COL2IM writes every pixel of image
+ * with the sum of the col elements that KPDR_IM2COL would have read from it
+ * (0 where none: the image is overwritten, not accumulated into), summed in
+ * float32. image is [batch, channels, height, width] through image_strides
+ * (any, in elements); col_ld >= out_h * out_w. image and col never overlap.
+ * With the `gemm` entry this is convolution forward and backward (and
+ * unfold / fold). */
+typedef struct kpdrIm2colArgs {
+  int32_t direction;               /* kpdrIm2colDirection */
+  kpdrDtype dtype;                 /* of image and col */
+  int64_t batch, channels, height, width, out_h, out_w;
+  kpdrWindow2d window;
+  void* image;  int64_t image_strides[4];
+  void* col;    int64_t col_batch_stride, col_ld;
+} kpdrIm2colArgs;
+
+typedef enum kpdrMaxPoolDirection {
+  KPDR_MAX_POOL_FORWARD = 0,
+  KPDR_MAX_POOL_BACKWARD = 1
+} kpdrMaxPoolDirection;
+
+/* 2-D max pooling with indices, over [batch, channels, height, width]
+ * tensors through strides (any, in elements).
+ * KPDR_MAX_POOL_FORWARD: out[n][c][oh][ow] = the largest pixel of the window
+ * (skipping pixels outside the image), indices[n][c][oh][ow] = its h * width
+ * + w (INT64). Ties keep the first pixel in window order (rows, then
+ * columns); a NaN replaces the maximum whenever it is met, as in ATen; a
+ * window of -inf keeps its first pixel.
+ * KPDR_MAX_POOL_BACKWARD: grad_input[n][c][h][w] = the sum (float32) of
+ * grad_output[n][c][oh][ow] over the windows whose index is h * width + w;
+ * every pixel of grad_input is written. input/grad_input, out/grad_output
+ * and indices never overlap. */
+typedef struct kpdrMaxPool2dArgs {
+  int32_t direction;               /* kpdrMaxPoolDirection */
+  kpdrDtype dtype;                 /* of input/grad_input and out/grad_output */
+  int64_t batch, channels, height, width, out_h, out_w;
+  kpdrWindow2d window;
+  void* input;    int64_t input_strides[4];   /* forward: read; backward: grad_input, written */
+  void* out;      int64_t out_strides[4];     /* forward: written; backward: grad_output, read */
+  int64_t* indices; int64_t indices_strides[4];
+} kpdrMaxPool2dArgs;
 
 /* The runtime's kernels. kernel_pytorch zero-fills the table and sets
  * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
@@ -504,6 +565,9 @@ typedef struct kpdrKernelTable {
   kpdrError_t (*softmax_dim)(const kpdrSoftmaxDimArgs* args, kpdrStream_t stream);
   kpdrError_t (*nll_loss)(const kpdrNllLossArgs* args, kpdrStream_t stream);
   kpdrError_t (*layer_norm)(const kpdrLayerNormArgs* args, kpdrStream_t stream);
+  /* Convolution and pooling (appended after reduce). */
+  kpdrError_t (*im2col)(const kpdrIm2colArgs* args, kpdrStream_t stream);
+  kpdrError_t (*max_pool2d)(const kpdrMaxPool2dArgs* args, kpdrStream_t stream);
 } kpdrKernelTable;
 
 /* Optional. Fills `table` (see kpdrKernelTable); may be called before

@@ -1,5 +1,6 @@
 // Registers my_asic's native kernels (host_kernels.h) at device initialisation.
 #include "host_kernels.h"
+#include "runtime_conv.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -55,6 +56,8 @@ int64_t register_host_kernels() {
       register_runtime_reduce(r);
       register_runtime_losses(r);
       register_runtime_statistics(r);
+      register_runtime_pooling(r);
+      register_runtime_unfold(r);
       names() = r.registered();
       return static_cast<int64_t>(names().size());
     }

@@ -290,6 +290,47 @@ kpdrError_t softmax_dim(const kpdrSoftmaxDimArgs* args, kpdrStream_t stream) {
   });
 }
 
+// Convolution and pooling (kpdr.h): a window geometry and sizes a kernel
+// can index without running past its tensors.
+kpdrError_t check_window(const char* api, int32_t direction, int64_t batch, int64_t channels, int64_t height,
+                         int64_t width, int64_t out_h, int64_t out_w, const kpdrWindow2d& w) {
+  if (direction != 0 && direction != 1) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown direction " + std::to_string(direction));
+  }
+  if (batch < 0 || channels < 0 || height < 0 || width < 0 || out_h < 0 || out_w < 0) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": negative size");
+  }
+  for (int d = 0; d < 2; ++d) {
+    if (w.kernel[d] < 1 || w.stride[d] < 1 || w.dilation[d] < 1 || w.padding[d] < 0) {
+      return fail(KPDR_ERROR_INVALID_VALUE,
+                  std::string(api) + ": window kernel, stride and dilation must be >= 1 and padding >= 0");
+    }
+  }
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t im2col(const kpdrIm2colArgs* args, kpdrStream_t stream) {
+  if (args != nullptr) {
+    const kpdrIm2colArgs& a = *args;
+    if (kpdrError_t e = check_window("im2col", a.direction, a.batch, a.channels, a.height, a.width, a.out_h,
+                                     a.out_w, a.window)) {
+      return e;
+    }
+    if (a.col_ld < a.out_h * a.out_w) return fail(KPDR_ERROR_INVALID_VALUE, "im2col: col_ld < out_h * out_w");
+  }
+  return launch("im2col", args, stream, &kp::im2col, [](Resolver& r, kpdrIm2colArgs& a) {
+    const bool no_image = a.batch * a.channels * a.height * a.width == 0;
+    const bool no_col = a.batch * a.channels * a.out_h * a.out_w == 0;
+    if (a.direction == KPDR_IM2COL ? no_col : no_image) {
+      a.batch = 0;  // nothing to write
+      return KPDR_SUCCESS;
+    }
+    if (!no_image) KP_RESOLVE(image);
+    if (!no_col) KP_RESOLVE(col);
+    return KPDR_SUCCESS;
+  });
+}
+
 kpdrError_t nll_loss(const kpdrNllLossArgs* args, kpdrStream_t stream) {
   return launch("nll_loss", args, stream, &kp::nll_loss, [](Resolver& r, kpdrNllLossArgs& a) {
     const bool empty = a.batch * a.spatial == 0;
@@ -333,6 +374,30 @@ kpdrError_t layer_norm(const kpdrLayerNormArgs* args, kpdrStream_t stream) {
   });
 }
 
+kpdrError_t max_pool2d(const kpdrMaxPool2dArgs* args, kpdrStream_t stream) {
+  if (args != nullptr) {
+    const kpdrMaxPool2dArgs& a = *args;
+    if (kpdrError_t e = check_window("max_pool2d", a.direction, a.batch, a.channels, a.height, a.width, a.out_h,
+                                     a.out_w, a.window)) {
+      return e;
+    }
+  }
+  return launch("max_pool2d", args, stream, &kp::max_pool2d, [](Resolver& r, kpdrMaxPool2dArgs& a) {
+    const bool no_input = a.batch * a.channels * a.height * a.width == 0;
+    const bool no_out = a.batch * a.channels * a.out_h * a.out_w == 0;
+    if (a.direction == KPDR_MAX_POOL_FORWARD ? no_out : no_input) {
+      a.batch = 0;  // nothing to write
+      return KPDR_SUCCESS;
+    }
+    if (a.direction == KPDR_MAX_POOL_FORWARD && no_input) {
+      return fail(KPDR_ERROR_INVALID_VALUE, "max_pool2d: an empty input has no maximum");
+    }
+    KP_RESOLVE(input);
+    if (!no_out) { KP_RESOLVE(out); KP_RESOLVE(indices); }
+    return KPDR_SUCCESS;
+  });
+}
+
 #undef KP_RESOLVE
 
 }  // namespace
@@ -354,6 +419,8 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
   ours.softmax_dim = &softmax_dim;
   ours.nll_loss = &nll_loss;
   ours.layer_norm = &layer_norm;
+  ours.im2col = &im2col;
+  ours.max_pool2d = &max_pool2d;
   // Write only what both sides know (either may be built against a newer kpdr.h).
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "conv.h"
 #include "errors.h"
 #include "gemm.h"
 #include "kernel_cache.h"
@@ -434,6 +435,8 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.softmax_dim = &kpdr_opencl::softmax_dim;
     ours.nll_loss = &kpdr_opencl::nll_loss;
     ours.layer_norm = &kpdr_opencl::layer_norm;
+    ours.im2col = &kpdr_opencl::im2col;
+    ours.max_pool2d = &kpdr_opencl::max_pool2d;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);
