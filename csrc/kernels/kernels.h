@@ -86,5 +86,14 @@ void gemm(const kpdrGemmArgs& args);
 void pointwise(const kpdrPointwiseArgs& args);
 void reduce(const kpdrReduceArgs& args);
 int pointwise_arity(int32_t op);
+// Whether the call computes in integer arithmetic (kpdr.h: every operand it
+// reads INT64, INT32 or BOOL), and whether its op takes that arithmetic (and
+// its rank, for TRIL/TRIU).
+bool pointwise_integer(const kpdrPointwiseArgs& args);
+bool pointwise_supported(const kpdrPointwiseArgs& args);
+// Gather and scatter (kpdrIndexArgs, indexing.cpp); `error` resolved to host
+// memory. Scatter runs serially, so accumulation is deterministic.
+void gather(const kpdrIndexArgs& args);
+void scatter(const kpdrIndexArgs& args);
 
 }  // namespace kp

@@ -13,6 +13,7 @@
 #include "errors.h"
 #include "kernel_cache.h"
 #include "kpdr.h"
+#include "indexing.h"
 #include "pointwise.h"
 #include "runtime.h"
 
@@ -452,6 +453,8 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.gemm = &gemm;
     ours.pointwise = &kpdr_opencl::pointwise;
     ours.reduce = &kpdr_opencl::reduce;
+    ours.gather = &kpdr_opencl::gather;  // indexing.cpp
+    ours.scatter = &kpdr_opencl::scatter;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);
