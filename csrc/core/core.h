@@ -219,6 +219,7 @@ inline const char* kernel_name(const kpdrMatmulVecArgs&) { return "matmul_vec"; 
 inline const char* kernel_name(const kpdrGemmArgs&) { return "gemm"; }
 inline const char* kernel_name(const kpdrPointwiseArgs&) { return "pointwise"; }
 inline const char* kernel_name(const kpdrReduceArgs&) { return "reduce"; }
+inline const char* kernel_name(const kpdrIndexArgs&) { return "gather_scatter"; }
 
 } // namespace activity
 
