@@ -578,10 +578,15 @@ void register_runtime_pointwise(Registrar& r) {
   KP_BINARY("mul", KPDR_POINTWISE_MUL, kBinary);
   KP_BINARY("div", KPDR_POINTWISE_DIV, kBinaryFloat);
   // integer and bool tensors (float ones: NOT_SUPPORTED, and the fallback raises ATen's error)
-  KP_BINARY("bitwise_and", KPDR_POINTWISE_BITWISE_AND, kBinary);
-  KP_BINARY("bitwise_or", KPDR_POINTWISE_BITWISE_OR, kBinary);
-  KP_BINARY("bitwise_xor", KPDR_POINTWISE_BITWISE_XOR, kBinary);
 #undef KP_BINARY
+#define KP_BITWISE(name, code)                                                     \
+  r.impl(name ".Tensor", TORCH_FN((Binary<code, Iter::kBinary, true>::functional))); \
+  r.impl(name "_.Tensor", TORCH_FN((Binary<code, Iter::kBinary, true>::inplace)));   \
+  r.impl(name ".Tensor_out", TORCH_FN((Binary<code, Iter::kBinary, true>::out)))
+  KP_BITWISE("bitwise_and", KPDR_POINTWISE_BITWISE_AND);
+  KP_BITWISE("bitwise_or", KPDR_POINTWISE_BITWISE_OR);
+  KP_BITWISE("bitwise_xor", KPDR_POINTWISE_BITWISE_XOR);
+#undef KP_BITWISE
   r.impl("maximum", TORCH_FN((Binary<KPDR_POINTWISE_MAXIMUM, Iter::kBinary, true>::functional)));
   r.impl("minimum", TORCH_FN((Binary<KPDR_POINTWISE_MINIMUM, Iter::kBinary, true>::functional)));
 #define KP_COMPARE(name, code)                                                              \
