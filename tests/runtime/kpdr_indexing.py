@@ -9,7 +9,6 @@ import ctypes
 
 import numpy as np
 
-from kpdr_gemm import _EARLIER_ENTRIES
 from kpdr_pointwise import MAX_DIMS, NOT_SUPPORTED, INVALID_VALUE, PointwiseArgs, Session, Strides
 
 DTYPE_FLOAT32, DTYPE_BFLOAT16, DTYPE_INT64, DTYPE_INT32 = 0, 2, 4, 5
@@ -33,10 +32,14 @@ class IndexArgs(ctypes.Structure):
     ]  # fmt: skip
 
 
-class KernelTable(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32)] + [(name, ctypes.c_void_p) for name in _EARLIER_ENTRIES] + [
-        ("gemm", ctypes.c_void_p), ("pointwise", ctypes.c_void_p), ("reduce", ctypes.c_void_p),
-        ("gather", ctypes.c_void_p), ("scatter", ctypes.c_void_p)]
+try:  # the table as far as the entries appended before gather/scatter (kpdr.h's order)
+    from kpdr_losses import KernelTable as _EarlierTable
+except ImportError:
+    from kpdr_pointwise import KernelTable as _EarlierTable
+
+
+class KernelTable(_EarlierTable):
+    _fields_ = [("gather", ctypes.c_void_p), ("scatter", ctypes.c_void_p)]
 
 
 def entry(runtime, name, args_type):
