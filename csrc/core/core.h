@@ -224,6 +224,7 @@ inline const char* kernel_name(const kpdrNllLossArgs&) { return "nll_loss"; }
 inline const char* kernel_name(const kpdrLayerNormArgs&) { return "layer_norm"; }
 inline const char* kernel_name(const kpdrIm2colArgs&) { return "im2col"; }
 inline const char* kernel_name(const kpdrMaxPool2dArgs&) { return "max_pool2d"; }
+inline const char* kernel_name(const kpdrIndexArgs&) { return "gather_scatter"; }
 
 } // namespace activity
 

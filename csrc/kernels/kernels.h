@@ -95,5 +95,14 @@ void reduce_statistics(const kpdrReduceArgs& args);
 // Convolution's columns and max pooling (conv.cpp): gathers over any strides.
 void im2col(const kpdrIm2colArgs& args);
 void max_pool2d(const kpdrMaxPool2dArgs& args);
+// Whether the call computes in integer arithmetic (kpdr.h: every operand it
+// reads INT64, INT32 or BOOL), and whether its op takes that arithmetic (and
+// its rank, for TRIL/TRIU).
+bool pointwise_integer(const kpdrPointwiseArgs& args);
+bool pointwise_supported(const kpdrPointwiseArgs& args);
+// Gather and scatter (kpdrIndexArgs, indexing.cpp); `error` resolved to host
+// memory. Scatter runs serially, so accumulation is deterministic.
+void gather(const kpdrIndexArgs& args);
+void scatter(const kpdrIndexArgs& args);
 
 }  // namespace kp

@@ -290,14 +290,22 @@ typedef struct kpdrOperand {
 
 /* Pointwise op codes. Inputs x0, x1, x2 are read as float (bool as 0/1),
  * the result is computed in float32 and converted to the output's dtype
- * (round to nearest even; bool: != 0). Values are fixed: new codes are
- * appended, and a runtime answers a code it does not know with
- * KPDR_ERROR_NOT_SUPPORTED. */
+ * (round to nearest even; bool: != 0; INT64/INT32: toward zero, NaN and
+ * out-of-range values unspecified). Integer arithmetic instead: when the
+ * output and every input the op reads (tensors by their dtype, scalar
+ * operands by their `dtype` field, their `value` then truncated to int64)
+ * are INT64, INT32 or BOOL, x0..x2 and alpha are int64 and the result is
+ * exact (wrapping), stored as int32 by truncation and as bool by != 0. Only
+ * the codes marked [int] take integer arithmetic; a runtime answers the
+ * others NOT_SUPPORTED there (BITWISE_* are integer-only). Codes marked
+ * [index] read the element's index i (row-major over `sizes`). Values are
+ * fixed: new codes are appended, and a runtime answers a code it does not
+ * know with KPDR_ERROR_NOT_SUPPORTED. */
 typedef enum kpdrPointwiseOp {
   /* unary: out = f(x0) */
-  KPDR_POINTWISE_COPY = 0,        /* x0: copy, dtype cast, fill (x0 a scalar) */
-  KPDR_POINTWISE_NEG = 1,
-  KPDR_POINTWISE_ABS = 2,
+  KPDR_POINTWISE_COPY = 0,        /* [int] x0: copy, dtype cast, fill (x0 a scalar) */
+  KPDR_POINTWISE_NEG = 1,         /* [int] */
+  KPDR_POINTWISE_ABS = 2,         /* [int] */
   KPDR_POINTWISE_EXP = 3,
   KPDR_POINTWISE_LOG = 4,
   KPDR_POINTWISE_SQRT = 5,
@@ -309,21 +317,27 @@ typedef enum kpdrPointwiseOp {
   KPDR_POINTWISE_SIGMOID = 11,
   KPDR_POINTWISE_TANH = 12,
   KPDR_POINTWISE_POW_SCALAR = 13, /* pow(x0, alpha) */
-  KPDR_POINTWISE_SIGN = 14,       /* 1, 0 or -1 (0 for NaN): abs's backward */
+  KPDR_POINTWISE_SIGN = 14,        /* [int] 1, 0 or -1 (0 for NaN): abs's backward */
+  KPDR_POINTWISE_COS = 15,
+  KPDR_POINTWISE_SIN = 16,
+  KPDR_POINTWISE_LOGICAL_NOT = 17, /* [int] x0 == 0 */
+  KPDR_POINTWISE_BITWISE_NOT = 18, /* [int] ~x0 (integers only; bool: LOGICAL_NOT) */
   /* binary: out = f(x0, x1) */
-  KPDR_POINTWISE_ADD = 32,        /* x0 + alpha * x1 */
-  KPDR_POINTWISE_SUB = 33,        /* x0 - alpha * x1 */
-  KPDR_POINTWISE_MUL = 34,
+  KPDR_POINTWISE_ADD = 32,        /* [int] x0 + alpha * x1 */
+  KPDR_POINTWISE_SUB = 33,        /* [int] x0 - alpha * x1 */
+  KPDR_POINTWISE_MUL = 34,        /* [int] */
   KPDR_POINTWISE_DIV = 35,        /* true division */
-  KPDR_POINTWISE_MAXIMUM = 36,    /* NaN propagates */
-  KPDR_POINTWISE_MINIMUM = 37,
-  KPDR_POINTWISE_EQ = 38,         /* comparisons: 1 or 0 (output usually BOOL) */
-  KPDR_POINTWISE_NE = 39,
-  KPDR_POINTWISE_LT = 40,
-  KPDR_POINTWISE_LE = 41,
-  KPDR_POINTWISE_GT = 42,
-  KPDR_POINTWISE_GE = 43,
+  KPDR_POINTWISE_MAXIMUM = 36,    /* [int] NaN propagates */
+  KPDR_POINTWISE_MINIMUM = 37,    /* [int] */
+  KPDR_POINTWISE_EQ = 38,         /* [int] comparisons: 1 or 0 (output usually BOOL) */
+  KPDR_POINTWISE_NE = 39,         /* [int] */
+  KPDR_POINTWISE_LT = 40,         /* [int] */
+  KPDR_POINTWISE_LE = 41,         /* [int] */
+  KPDR_POINTWISE_GT = 42,         /* [int] */
+  KPDR_POINTWISE_GE = 43,         /* [int] */
   KPDR_POINTWISE_LERP = 44,       /* x0 + alpha * (x1 - x0) (as ATen: from x1's side for alpha >= 0.5) */
+  KPDR_POINTWISE_LOGICAL_AND = 45, /* [int] x0 != 0 && x1 != 0 */
+  KPDR_POINTWISE_LOGICAL_OR = 46,  /* [int] x0 != 0 || x1 != 0 */
   /* backward of the activations: x0 is the incoming gradient */
   KPDR_POINTWISE_THRESHOLD_BACKWARD = 48, /* x1 <= alpha ? 0 : x0 (relu: x1 its input or output) */
   KPDR_POINTWISE_SIGMOID_BACKWARD = 49,   /* x0 * x1 * (1 - x1), x1 = sigmoid's output */
@@ -331,10 +345,20 @@ typedef enum kpdrPointwiseOp {
   KPDR_POINTWISE_GELU_BACKWARD = 51,      /* x0 * gelu'(x1), x1 = gelu's input */
   KPDR_POINTWISE_GELU_TANH_BACKWARD = 52,
   KPDR_POINTWISE_SILU_BACKWARD = 53,      /* x0 * silu'(x1), x1 = silu's input */
+  KPDR_POINTWISE_BITWISE_AND = 54,        /* [int] x0 & x1 (integers only) */
+  KPDR_POINTWISE_BITWISE_OR = 55,         /* [int] x0 | x1 */
+  KPDR_POINTWISE_BITWISE_XOR = 56,        /* [int] x0 ^ x1 */
   /* ternary: out = f(x0, x1, x2) */
-  KPDR_POINTWISE_WHERE = 64,      /* x0 != 0 ? x1 : x2 */
+  KPDR_POINTWISE_WHERE = 64,      /* [int] x0 != 0 ? x1 : x2 */
   KPDR_POINTWISE_ADDCMUL = 65,    /* x0 + alpha * x1 * x2 */
-  KPDR_POINTWISE_ADDCDIV = 66     /* x0 + alpha * x1 / x2 */
+  KPDR_POINTWISE_ADDCDIV = 66,    /* x0 + alpha * x1 / x2 */
+  KPDR_POINTWISE_NAN_TO_NUM = 67, /* NaN -> alpha, +inf -> x1, -inf -> x2, else x0 */
+  /* index-dependent: i the row-major linear index over `sizes`; for TRIL and
+   * TRIU, (r, c) the indices of the last two dimensions (ndim >= 2) */
+  KPDR_POINTWISE_ARANGE = 80,     /* [int][index] x0 + alpha * i (x0 a scalar: arange) */
+  KPDR_POINTWISE_LINSPACE = 81,   /* [index] i < n / 2 ? x0 + alpha * i : x1 - alpha * (n - 1 - i), n elements */
+  KPDR_POINTWISE_TRIL = 82,        /* [int][index] c - r <= alpha ? x0 : 0 */
+  KPDR_POINTWISE_TRIU = 83        /* [int][index] c - r >= alpha ? x0 : 0 */
 } kpdrPointwiseOp;
 
 /* out[i] = op(in[0][i], in[1][i], in[2][i]) for every index i of `sizes`
@@ -481,6 +505,7 @@ typedef struct kpdrLayerNormArgs {
   void* grad_weight;
   void* grad_bias;
 } kpdrLayerNormArgs;
+
 /* A 2-D sliding window (convolution's im2col/col2im, pooling). Output
  * position (oh, ow) covers the input pixels
  *   h = oh * stride[0] - padding[0] + i * dilation[0]   (i < kernel[0])
@@ -543,6 +568,51 @@ typedef struct kpdrMaxPool2dArgs {
   int64_t* indices; int64_t indices_strides[4];
 } kpdrMaxPool2dArgs;
 
+/* Gather and scatter (advanced indexing, index_select, embedding, gather,
+ * index_put_, index_add, scatter_add, embedding's backward), as ATen's
+ * TensorIterator index kernels describe them. For every index i of `sizes`:
+ *   p(i) = indexed_strides . i + sum_k wrap(idx_k[i]) * indices[k].stride
+ * with idx_k[i] read through indices[k].strides (0 broadcasts) and
+ * wrap(v) = v < 0 ? v + size_k : v when `wrap` != 0 (advanced indexing),
+ * wrap(v) = v otherwise (index_select, gather, embedding). Then
+ *   gather:  dense[i] = indexed[p(i)]
+ *   scatter: indexed[p(i)] = alpha * dense[i]    (accumulate == 0)
+ *            indexed[p(i)] += alpha * dense[i]   (accumulate == 1)
+ * An index outside [-size_k, size_k) ([0, size_k) without wrap) is not
+ * used: gather writes 0 there,
+ * scatter skips the element, and the runtime sets error[0] = k + 1 and
+ * error[1] = the index (one of them when several are bad) in `error`, an
+ * int64[2] of device memory the caller zeroed and reads back. Scatter
+ * skips the elements whose first index equals skip_value when skip != 0
+ * (embedding's padding_idx). dense and indexed share `dtype` (any; scatter
+ * with accumulate: a float dtype); the index tensors are INT64 or INT32.
+ * Duplicate positions: stores leave one of the values; accumulation adds
+ * every value, in an unspecified order (atomics) unless the runtime
+ * documents otherwise. dense never overlaps indexed. */
+typedef struct kpdrIndexOperand {
+  const void* data;
+  kpdrDtype dtype;                 /* INT64 or INT32 */
+  int64_t strides[KPDR_MAX_DIMS];  /* over `sizes`, in elements */
+  int64_t size;                    /* of the indexed dimension */
+  int64_t stride;                  /* of the indexed dimension in `indexed` */
+} kpdrIndexOperand;
+
+typedef struct kpdrIndexArgs {
+  int32_t ndim;
+  int64_t sizes[KPDR_MAX_DIMS];
+  kpdrDtype dtype;                 /* of dense and indexed */
+  void* dense;    int64_t dense_strides[KPDR_MAX_DIMS];
+  void* indexed;  int64_t indexed_strides[KPDR_MAX_DIMS];
+  int32_t num_indices;             /* 1..KPDR_MAX_DIMS */
+  kpdrIndexOperand indices[KPDR_MAX_DIMS];
+  int32_t wrap;                    /* negative indices count from the end */
+  int32_t accumulate;              /* scatter only */
+  double alpha;                    /* scatter only: dense's scale */
+  int32_t skip;                    /* scatter only */
+  int64_t skip_value;
+  int64_t* error;                  /* device memory, int64[2], zeroed by the caller */
+} kpdrIndexArgs;
+
 /* The runtime's kernels. kernel_pytorch zero-fills the table and sets
  * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
  * runtime fills the entries it implements (leaving the others NULL) and only
@@ -568,6 +638,9 @@ typedef struct kpdrKernelTable {
   /* Convolution and pooling (appended after reduce). */
   kpdrError_t (*im2col)(const kpdrIm2colArgs* args, kpdrStream_t stream);
   kpdrError_t (*max_pool2d)(const kpdrMaxPool2dArgs* args, kpdrStream_t stream);
+  /* Indexing (appended likewise). kpdrIndexArgs: gather reads `indexed` into `dense`, scatter the reverse. */
+  kpdrError_t (*gather)(const kpdrIndexArgs* args, kpdrStream_t stream);
+  kpdrError_t (*scatter)(const kpdrIndexArgs* args, kpdrStream_t stream);
 } kpdrKernelTable;
 
 /* Optional. Fills `table` (see kpdrKernelTable); may be called before

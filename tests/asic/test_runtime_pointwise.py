@@ -47,8 +47,9 @@ def test_unsupported_dtypes_fall_back_and_are_counted():
         i = torch.arange(6).to("my_asic")
         d = torch.ones(3, dtype=torch.float64).to("my_asic")
         f = torch.ones(3).to("my_asic")
-        assert (i * 2).cpu().tolist() == [0, 2, 4, 6, 8, 10]
-        assert d.sum().item() == 3.0
+        assert (i * 2).cpu().tolist() == [0, 2, 4, 6, 8, 10]  # integer arithmetic: native
+        assert (d * 2).cpu().tolist() == [2.0, 2.0, 2.0]      # float64: not an entry dtype
+        assert i.sum().item() == 15                           # integer sums: reduce takes floats
         assert (f + f).sum().item() == 6.0
         print(json.dumps(dict(torch.my_asic.fallback_stats())))
     """, env={"MY_ASIC_HOST_ADDRESSABLE": "0"})

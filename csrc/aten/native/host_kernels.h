@@ -231,6 +231,12 @@ void register_runtime_reduce(Registrar& r);
 // (runtime_statistics.cpp) through their entries, likewise.
 void register_runtime_losses(Registrar& r);
 void register_runtime_statistics(Registrar& r);
+// index_select, index.Tensor, index_put_, embedding's backward, masked_fill_
+// and cat through the gather/scatter/pointwise entries (runtime_indexing.cpp);
+// logical_not, bitwise_not, nan_to_num, tril/triu, arange through pointwise
+// (runtime_tensor_ops.cpp).
+void register_runtime_indexing(Registrar& r);
+void register_runtime_tensor_ops(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);

@@ -58,6 +58,8 @@ int64_t register_host_kernels() {
       register_runtime_statistics(r);
       register_runtime_pooling(r);
       register_runtime_unfold(r);
+      register_runtime_indexing(r);
+      register_runtime_tensor_ops(r);
       names() = r.registered();
       return static_cast<int64_t>(names().size());
     }

@@ -31,6 +31,8 @@ std::optional<kpdrDtype> entry_dtype(at::ScalarType t) {
     case at::kHalf: return KPDR_DTYPE_FLOAT16;
     case at::kBFloat16: return KPDR_DTYPE_BFLOAT16;
     case at::kBool: return KPDR_DTYPE_BOOL;
+    case at::kLong: return KPDR_DTYPE_INT64;
+    case at::kInt: return KPDR_DTYPE_INT32;
     default: return std::nullopt;
   }
 }
@@ -85,8 +87,10 @@ bool runtime_pointwise(at::TensorIteratorBase& iter, int32_t op, double alpha) {
     if (iter.is_cpu_scalar(arg)) {
       if (at::isComplexType(iter.dtype(arg))) return false;
       in.data = nullptr;
-      in.dtype = KPDR_DTYPE_FLOAT32;
-      in.value = iter.scalar_value<double>(arg);
+      // An integer or bool scalar keeps integer calls in integer arithmetic (kpdr.h).
+      const bool integral = at::isIntegralType(iter.dtype(arg), /*includeBool=*/true);
+      in.dtype = integral ? KPDR_DTYPE_INT64 : KPDR_DTYPE_FLOAT32;
+      in.value = integral ? static_cast<double>(iter.scalar_value<int64_t>(arg)) : iter.scalar_value<double>(arg);
       if (op >= KPDR_POINTWISE_EQ && op <= KPDR_POINTWISE_GE) in.value = rounded_to(iter.common_dtype(), in.value);
       continue;
     }
@@ -174,6 +178,30 @@ at::TensorIterator make(Iter kind, at::TensorBase& out, const at::TensorBase& a,
   TORCH_INTERNAL_ASSERT(false);
 }
 
+// Ops whose integer (and bool) calls the entry computes in integer
+// arithmetic (kpdr.h's [int] codes), or, for DIV, in float as ATen's true
+// division does; the others take float inputs only.
+constexpr bool integer_ok(int32_t op) {
+  switch (op) {
+    case KPDR_POINTWISE_NEG: case KPDR_POINTWISE_ABS: case KPDR_POINTWISE_SIGN: case KPDR_POINTWISE_ADD:
+    case KPDR_POINTWISE_SUB: case KPDR_POINTWISE_MUL: case KPDR_POINTWISE_DIV: case KPDR_POINTWISE_MAXIMUM:
+    case KPDR_POINTWISE_MINIMUM: case KPDR_POINTWISE_EQ: case KPDR_POINTWISE_NE: case KPDR_POINTWISE_LT:
+    case KPDR_POINTWISE_LE: case KPDR_POINTWISE_GT: case KPDR_POINTWISE_GE: case KPDR_POINTWISE_BITWISE_AND:
+    case KPDR_POINTWISE_BITWISE_OR: case KPDR_POINTWISE_BITWISE_XOR:
+      return true;
+  }
+  return false;
+}
+
+// ATen rejects negation, abs and subtraction of bool tensors: the fallback raises its error.
+bool bool_rejected(int32_t op, std::initializer_list<const at::Tensor*> tensors) {
+  if (op != KPDR_POINTWISE_NEG && op != KPDR_POINTWISE_ABS && op != KPDR_POINTWISE_SUB) return false;
+  for (const at::Tensor* t : tensors) {
+    if (t->scalar_type() == at::kBool) return true;
+  }
+  return false;
+}
+
 // Float inputs only: integer ops keep ATen's integer semantics on the CPU.
 bool float_inputs(std::initializer_list<const at::Tensor*> tensors) {
   for (const at::Tensor* t : tensors) {
@@ -187,7 +215,9 @@ bool float_inputs(std::initializer_list<const at::Tensor*> tensors) {
 template <int32_t op, Iter kind, int tag = 0>
 struct Unary {
   static bool run(at::TensorBase out, T self, at::Tensor* result) {
-    if (!eligible({&self}, false) || !float_inputs({&self})) return false;
+    if (!eligible({&self}, false) || (!integer_ok(op) && !float_inputs({&self})) || bool_rejected(op, {&self})) {
+      return false;
+    }
     at::Tensor r = through_entry([&] { return make(kind, out, self); }, op, 1.0);
     if (!r.defined()) return false;
     *result = r;
@@ -271,7 +301,9 @@ struct Gelu {
 template <int32_t op, Iter kind, bool scalars_ok>
 struct Binary {
   static bool run(at::TensorBase out, T a, T b, double alpha, at::Tensor* result) {
-    if (!eligible({&a, &b}, scalars_ok) || !float_inputs({&a, &b})) return false;
+    if (!eligible({&a, &b}, scalars_ok) || (!integer_ok(op) && !float_inputs({&a, &b})) || bool_rejected(op, {&a, &b})) {
+      return false;
+    }
     at::Tensor r = through_entry([&] { return make(kind, out, a, b); }, op, alpha);
     if (!r.defined()) return false;
     *result = r;
@@ -392,7 +424,7 @@ struct Where {
         condition.device().type() == c10::DeviceType::PrivateUse1) {
       const at::ScalarType type = at::result_type(self, other);
       auto matches = [&](T t) { return t.device().is_cpu() || t.scalar_type() == type; };
-      if (entry_float(type) && matches(self) && matches(other)) {
+      if (entry_dtype(type) && matches(self) && matches(other)) {
         at::Tensor result = at::empty({0}, condition.options().dtype(type));
         at::Tensor r = through_entry(
             [&] {
@@ -489,8 +521,10 @@ bool runtime_fill(at::TensorIteratorBase& iter, double value) {
   }
   args.out_dtype = *dtype;
   args.in[0].data = nullptr;
-  args.in[0].dtype = KPDR_DTYPE_FLOAT32;
-  args.in[0].value = value;
+  // Integer outputs are filled in integer arithmetic (a bool one in float: 0.5 is true).
+  const bool integer = *dtype == KPDR_DTYPE_INT64 || *dtype == KPDR_DTYPE_INT32;
+  args.in[0].dtype = integer ? KPDR_DTYPE_INT64 : KPDR_DTYPE_FLOAT32;
+  args.in[0].value = integer ? static_cast<double>(static_cast<int64_t>(value)) : value;
   const c10::Device device = iter.device(0);
   c10::DeviceGuard guard(device);
   if (iter.numel() == 0) return true;
@@ -513,6 +547,8 @@ void register_runtime_pointwise(Registrar& r) {
   KP_UNARY("tanh", KPDR_POINTWISE_TANH, kUnaryFloat);
   KP_UNARY("silu", KPDR_POINTWISE_SILU, kUnary);
   KP_UNARY("sign", KPDR_POINTWISE_SIGN, kUnary);
+  KP_UNARY("cos", KPDR_POINTWISE_COS, kUnaryFloat);
+  KP_UNARY("sin", KPDR_POINTWISE_SIN, kUnaryFloat);
 #undef KP_UNARY
   // sgn: real inputs only (complex ones fall back); a kernel of its own (tag).
   r.impl("sgn", TORCH_FN((Unary<KPDR_POINTWISE_SIGN, Iter::kUnary, 1>::functional)));
@@ -541,7 +577,16 @@ void register_runtime_pointwise(Registrar& r) {
   r.impl(name ".out", TORCH_FN((Binary<code, Iter::kind, true>::out)))
   KP_BINARY("mul", KPDR_POINTWISE_MUL, kBinary);
   KP_BINARY("div", KPDR_POINTWISE_DIV, kBinaryFloat);
+  // integer and bool tensors (float ones: NOT_SUPPORTED, and the fallback raises ATen's error)
 #undef KP_BINARY
+#define KP_BITWISE(name, code)                                                     \
+  r.impl(name ".Tensor", TORCH_FN((Binary<code, Iter::kBinary, true>::functional))); \
+  r.impl(name "_.Tensor", TORCH_FN((Binary<code, Iter::kBinary, true>::inplace)));   \
+  r.impl(name ".Tensor_out", TORCH_FN((Binary<code, Iter::kBinary, true>::out)))
+  KP_BITWISE("bitwise_and", KPDR_POINTWISE_BITWISE_AND);
+  KP_BITWISE("bitwise_or", KPDR_POINTWISE_BITWISE_OR);
+  KP_BITWISE("bitwise_xor", KPDR_POINTWISE_BITWISE_XOR);
+#undef KP_BITWISE
   r.impl("maximum", TORCH_FN((Binary<KPDR_POINTWISE_MAXIMUM, Iter::kBinary, true>::functional)));
   r.impl("minimum", TORCH_FN((Binary<KPDR_POINTWISE_MINIMUM, Iter::kBinary, true>::functional)));
 #define KP_COMPARE(name, code)                                                              \

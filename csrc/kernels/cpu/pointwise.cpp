@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/kernels.h"
 #include "scalar.h"
@@ -20,8 +21,41 @@ float load(const void* base, kpdrDtype dtype, int64_t i) {
     case KPDR_DTYPE_FLOAT16: return to_float(static_cast<const Half*>(base)[i]);
     case KPDR_DTYPE_BFLOAT16: return to_float(static_cast<const BF16*>(base)[i]);
     case KPDR_DTYPE_BOOL: return static_cast<const uint8_t*>(base)[i] != 0 ? 1.0f : 0.0f;
+    case KPDR_DTYPE_INT64: return static_cast<float>(static_cast<const int64_t*>(base)[i]);
+    case KPDR_DTYPE_INT32: return static_cast<float>(static_cast<const int32_t*>(base)[i]);
   }
   return 0.0f;
+}
+
+// Float to integer: toward zero, saturated, NaN as 0 (kpdr.h leaves them unspecified).
+template <typename I>
+I to_integer(float v) {
+  if (std::isnan(v)) return 0;
+  if (v <= static_cast<float>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (v >= static_cast<float>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
+int64_t load_int(const void* base, kpdrDtype dtype, int64_t i) {
+  switch (dtype) {
+    case KPDR_DTYPE_INT64: return static_cast<const int64_t*>(base)[i];
+    case KPDR_DTYPE_INT32: return static_cast<const int32_t*>(base)[i];
+    case KPDR_DTYPE_BOOL: return static_cast<const uint8_t*>(base)[i] != 0 ? 1 : 0;
+    default: return 0;
+  }
+}
+
+void store_int(void* base, kpdrDtype dtype, int64_t i, int64_t v) {
+  switch (dtype) {
+    case KPDR_DTYPE_INT64: static_cast<int64_t*>(base)[i] = v; return;
+    case KPDR_DTYPE_INT32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(static_cast<uint64_t>(v)); return;
+    case KPDR_DTYPE_BOOL: static_cast<uint8_t*>(base)[i] = v != 0 ? 1 : 0; return;
+    default: return;
+  }
+}
+
+bool integer_dtype(kpdrDtype d) {
+  return d == KPDR_DTYPE_INT64 || d == KPDR_DTYPE_INT32 || d == KPDR_DTYPE_BOOL;
 }
 
 void store(void* base, kpdrDtype dtype, int64_t i, float v) {
@@ -30,6 +64,8 @@ void store(void* base, kpdrDtype dtype, int64_t i, float v) {
     case KPDR_DTYPE_FLOAT16: static_cast<Half*>(base)[i] = from_float<Half>(v); return;
     case KPDR_DTYPE_BFLOAT16: static_cast<BF16*>(base)[i] = from_float<BF16>(v); return;
     case KPDR_DTYPE_BOOL: static_cast<uint8_t*>(base)[i] = v != 0.0f ? 1 : 0; return;
+    case KPDR_DTYPE_INT64: static_cast<int64_t*>(base)[i] = to_integer<int64_t>(v); return;
+    case KPDR_DTYPE_INT32: static_cast<int32_t*>(base)[i] = to_integer<int32_t>(v); return;
   }
 }
 
@@ -42,8 +78,27 @@ float nan_max(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : 
 float nan_min(float a, float b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-float apply(int32_t op, float x, float y, float z, float alpha) {
+// The element's position, for the index-dependent codes: i its row-major
+// linear index among n, (r, c) its indices in the last two dimensions.
+struct Position {
+  int64_t i, n, r, c;
+};
+
+float apply(int32_t op, float x, float y, float z, float alpha, const Position& at) {
   switch (op) {
+    case KPDR_POINTWISE_COS: return std::cos(x);
+    case KPDR_POINTWISE_SIN: return std::sin(x);
+    case KPDR_POINTWISE_LOGICAL_NOT: return x == 0.0f ? 1.0f : 0.0f;
+    case KPDR_POINTWISE_LOGICAL_AND: return x != 0.0f && y != 0.0f ? 1.0f : 0.0f;
+    case KPDR_POINTWISE_LOGICAL_OR: return x != 0.0f || y != 0.0f ? 1.0f : 0.0f;
+    case KPDR_POINTWISE_NAN_TO_NUM:
+      return std::isnan(x) ? alpha : x == std::numeric_limits<float>::infinity() ? y
+                                   : x == -std::numeric_limits<float>::infinity() ? z : x;
+    case KPDR_POINTWISE_ARANGE: return x + alpha * static_cast<float>(at.i);
+    case KPDR_POINTWISE_LINSPACE:
+      return at.i < at.n / 2 ? x + alpha * static_cast<float>(at.i) : y - alpha * static_cast<float>(at.n - 1 - at.i);
+    case KPDR_POINTWISE_TRIL: return static_cast<float>(at.c - at.r) <= alpha ? x : 0.0f;
+    case KPDR_POINTWISE_TRIU: return static_cast<float>(at.c - at.r) >= alpha ? x : 0.0f;
     case KPDR_POINTWISE_COPY: return x;
     case KPDR_POINTWISE_NEG: return -x;
     case KPDR_POINTWISE_ABS: return std::fabs(x);
@@ -100,6 +155,41 @@ float apply(int32_t op, float x, float y, float z, float alpha) {
   return NAN;
 }
 
+// Integer arithmetic (kpdr.h): exact, wrapping (through uint64).
+int64_t apply_int(int32_t op, int64_t x, int64_t y, int64_t z, int64_t alpha, const Position& at) {
+  auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
+  const uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y), ua = static_cast<uint64_t>(alpha);
+  switch (op) {
+    case KPDR_POINTWISE_COPY: return x;
+    case KPDR_POINTWISE_NEG: return wrap(0 - ux);
+    case KPDR_POINTWISE_ABS: return x < 0 ? wrap(0 - ux) : x;
+    case KPDR_POINTWISE_SIGN: return (x > 0) - (x < 0);
+    case KPDR_POINTWISE_LOGICAL_NOT: return x == 0;
+    case KPDR_POINTWISE_BITWISE_NOT: return ~x;
+    case KPDR_POINTWISE_ADD: return wrap(ux + ua * uy);
+    case KPDR_POINTWISE_SUB: return wrap(ux - ua * uy);
+    case KPDR_POINTWISE_MUL: return wrap(ux * uy);
+    case KPDR_POINTWISE_MAXIMUM: return std::max(x, y);
+    case KPDR_POINTWISE_MINIMUM: return std::min(x, y);
+    case KPDR_POINTWISE_EQ: return x == y;
+    case KPDR_POINTWISE_NE: return x != y;
+    case KPDR_POINTWISE_LT: return x < y;
+    case KPDR_POINTWISE_LE: return x <= y;
+    case KPDR_POINTWISE_GT: return x > y;
+    case KPDR_POINTWISE_GE: return x >= y;
+    case KPDR_POINTWISE_LOGICAL_AND: return x != 0 && y != 0;
+    case KPDR_POINTWISE_LOGICAL_OR: return x != 0 || y != 0;
+    case KPDR_POINTWISE_BITWISE_AND: return x & y;
+    case KPDR_POINTWISE_BITWISE_OR: return x | y;
+    case KPDR_POINTWISE_BITWISE_XOR: return x ^ y;
+    case KPDR_POINTWISE_WHERE: return x != 0 ? y : z;
+    case KPDR_POINTWISE_ARANGE: return wrap(ux + ua * static_cast<uint64_t>(at.i));
+    case KPDR_POINTWISE_TRIL: return at.c - at.r <= alpha ? x : 0;
+    case KPDR_POINTWISE_TRIU: return at.c - at.r >= alpha ? x : 0;
+  }
+  return 0;
+}
+
 // Visits [begin, end) of the linear index space of `sizes` (row-major, the
 // last dimension fastest) with the running offsets of `count` stride sets.
 template <int count, typename Fn>
@@ -114,7 +204,11 @@ void walk(int ndim, const int64_t* sizes, const int64_t* const* strides, int64_t
     for (int k = 0; k < count; ++k) offset[k] += index[d] * strides[k][d];
   }
   for (int64_t i = begin; i < end; ++i) {
-    fn(static_cast<const int64_t*>(offset));
+    if constexpr (std::is_invocable_v<Fn, const int64_t*>) {
+      fn(static_cast<const int64_t*>(offset));
+    } else {
+      fn(static_cast<const int64_t*>(offset), i, static_cast<const int64_t*>(index));
+    }
     for (int d = ndim - 1; d >= 0; --d) {
       for (int k = 0; k < count; ++k) offset[k] += strides[k][d];
       if (++index[d] < sizes[d]) break;
@@ -133,11 +227,39 @@ int64_t element_count(int ndim, const int64_t* sizes) {
 }  // namespace
 
 int pointwise_arity(int32_t op) {
-  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_SIGN) return 1;
-  if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LERP) return 2;
-  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_SILU_BACKWARD) return 2;
-  if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_ADDCDIV) return 3;
+  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_BITWISE_NOT) return 1;
+  if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LOGICAL_OR) return 2;
+  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_BITWISE_XOR) return 2;
+  if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_NAN_TO_NUM) return 3;
+  if (op == KPDR_POINTWISE_ARANGE || op == KPDR_POINTWISE_TRIL || op == KPDR_POINTWISE_TRIU) return 1;
+  if (op == KPDR_POINTWISE_LINSPACE) return 2;
   return 0;
+}
+
+bool pointwise_integer(const kpdrPointwiseArgs& a) {
+  bool integer = integer_dtype(a.out_dtype);
+  for (int k = 0; k < pointwise_arity(a.op); ++k) integer = integer && integer_dtype(a.in[k].dtype);
+  return integer;
+}
+
+bool pointwise_supported(const kpdrPointwiseArgs& a) {
+  const int32_t op = a.op;
+  if ((op == KPDR_POINTWISE_TRIL || op == KPDR_POINTWISE_TRIU) && a.ndim < 2) return false;
+  const bool bitwise = op == KPDR_POINTWISE_BITWISE_NOT ||
+                       (op >= KPDR_POINTWISE_BITWISE_AND && op <= KPDR_POINTWISE_BITWISE_XOR);
+  if (!pointwise_integer(a)) return !bitwise;
+  switch (op) {
+    case KPDR_POINTWISE_COPY: case KPDR_POINTWISE_NEG: case KPDR_POINTWISE_ABS: case KPDR_POINTWISE_SIGN:
+    case KPDR_POINTWISE_LOGICAL_NOT: case KPDR_POINTWISE_BITWISE_NOT: case KPDR_POINTWISE_ADD:
+    case KPDR_POINTWISE_SUB: case KPDR_POINTWISE_MUL: case KPDR_POINTWISE_MAXIMUM: case KPDR_POINTWISE_MINIMUM:
+    case KPDR_POINTWISE_EQ: case KPDR_POINTWISE_NE: case KPDR_POINTWISE_LT: case KPDR_POINTWISE_LE:
+    case KPDR_POINTWISE_GT: case KPDR_POINTWISE_GE: case KPDR_POINTWISE_LOGICAL_AND:
+    case KPDR_POINTWISE_LOGICAL_OR: case KPDR_POINTWISE_BITWISE_AND: case KPDR_POINTWISE_BITWISE_OR:
+    case KPDR_POINTWISE_BITWISE_XOR: case KPDR_POINTWISE_WHERE: case KPDR_POINTWISE_ARANGE:
+    case KPDR_POINTWISE_TRIL: case KPDR_POINTWISE_TRIU:
+      return true;
+  }
+  return false;
 }
 
 void pointwise(const kpdrPointwiseArgs& a) {
@@ -146,13 +268,32 @@ void pointwise(const kpdrPointwiseArgs& a) {
   float constant[3];
   for (int k = 0; k < 3; ++k) constant[k] = static_cast<float>(a.in[k].value);
   const float alpha = static_cast<float>(a.alpha);
+  const int arity = pointwise_arity(a.op);
+  auto position = [&](int64_t i, const int64_t* index) {
+    return Position{i, n, a.ndim >= 2 ? index[a.ndim - 2] : 0, a.ndim >= 1 ? index[a.ndim - 1] : 0};
+  };
+  if (pointwise_integer(a)) {
+    int64_t iconstant[3];
+    for (int k = 0; k < 3; ++k) iconstant[k] = static_cast<int64_t>(a.in[k].value);
+    const int64_t ialpha = static_cast<int64_t>(a.alpha);
+    parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) {
+      walk<4>(a.ndim, a.sizes, strides, begin, end, [&](const int64_t* offset, int64_t i, const int64_t* index) {
+        int64_t v[3] = {0, 0, 0};
+        for (int k = 0; k < arity; ++k) {
+          v[k] = a.in[k].data != nullptr ? load_int(a.in[k].data, a.in[k].dtype, offset[k + 1]) : iconstant[k];
+        }
+        store_int(a.out, a.out_dtype, offset[0], apply_int(a.op, v[0], v[1], v[2], ialpha, position(i, index)));
+      });
+    });
+    return;
+  }
   parallel_for(0, n, 16384, [&](int64_t begin, int64_t end) {
-    walk<4>(a.ndim, a.sizes, strides, begin, end, [&](const int64_t* offset) {
+    walk<4>(a.ndim, a.sizes, strides, begin, end, [&](const int64_t* offset, int64_t i, const int64_t* index) {
       float v[3];
       for (int k = 0; k < 3; ++k) {
-        v[k] = a.in[k].data != nullptr ? load(a.in[k].data, a.in[k].dtype, offset[k + 1]) : constant[k];
+        v[k] = k < arity && a.in[k].data != nullptr ? load(a.in[k].data, a.in[k].dtype, offset[k + 1]) : constant[k];
       }
-      store(a.out, a.out_dtype, offset[0], apply(a.op, v[0], v[1], v[2], alpha));
+      store(a.out, a.out_dtype, offset[0], apply(a.op, v[0], v[1], v[2], alpha, position(i, index)));
     });
   });
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "device_indexing.h"
 #include "error_reporting.h"
 #include "kernels/kernels.h"
 #include "kpdr.h"
@@ -83,11 +84,16 @@ kpdrError_t check_dtypes(const char* api, const kpdrPointwiseArgs& a) {
     return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown op code " + std::to_string(a.op));
   }
   if (kpdrError_t error = check_dims(api, a.ndim, a.sizes)) return error;
-  bool known = float_dtype(a.out_dtype) || a.out_dtype == KPDR_DTYPE_BOOL;
-  for (int k = 0; k < arity; ++k) {
-    known = known && (a.in[k].data == nullptr || float_dtype(a.in[k].dtype) || a.in[k].dtype == KPDR_DTYPE_BOOL);
-  }
+  auto known_dtype = [](kpdrDtype d) {
+    return float_dtype(d) || d == KPDR_DTYPE_BOOL || d == KPDR_DTYPE_INT64 || d == KPDR_DTYPE_INT32;
+  };
+  bool known = known_dtype(a.out_dtype);
+  for (int k = 0; k < arity; ++k) known = known && known_dtype(a.in[k].dtype);
   if (!known) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  if (!kp::pointwise_supported(a)) {  // a float-only op in integer arithmetic, bitwise on floats, TRIL of 1-d
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": op code " + std::to_string(a.op) +
+                                              " does not take these dtypes or this rank");
+  }
   return KPDR_SUCCESS;
 }
 
@@ -421,6 +427,8 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
   ours.layer_norm = &layer_norm;
   ours.im2col = &im2col;
   ours.max_pool2d = &max_pool2d;
+  ours.gather = &myasic::gather;    // device_indexing.cpp
+  ours.scatter = &myasic::scatter;
   // Write only what both sides know (either may be built against a newer kpdr.h).
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

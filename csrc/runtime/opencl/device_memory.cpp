@@ -1,5 +1,6 @@
 #include "device_memory.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -107,7 +108,10 @@ kpdrError_t DeviceMemory::allocate(int device, size_t size, void** ptr) {
   }
   cl_int status = CL_SUCCESS;
   // Created outside the lock: drivers may take milliseconds for large buffers.
-  cl_mem mem = cl_->CreateBuffer(context_, CL_MEM_READ_WRITE, size, nullptr, &status);
+  // `charged` bytes (whole 32-bit words): scatter's 16-bit atomic adds
+  // compare-and-swap the word that holds the element.
+  cl_mem mem = cl_->CreateBuffer(context_, CL_MEM_READ_WRITE, std::min<uint64_t>(charged, limit.max_alloc),
+                                 nullptr, &status);
   if (mem == nullptr || status != CL_SUCCESS) {
     std::lock_guard<std::mutex> lock(mutex_);
     allocations_.erase(allocation->address);

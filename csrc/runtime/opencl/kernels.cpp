@@ -16,6 +16,7 @@
 #include "kernel_cache.h"
 #include "kpdr.h"
 #include "losses.h"
+#include "indexing.h"
 #include "pointwise.h"
 #include "runtime.h"
 
@@ -437,6 +438,8 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.layer_norm = &kpdr_opencl::layer_norm;
     ours.im2col = &kpdr_opencl::im2col;
     ours.max_pool2d = &kpdr_opencl::max_pool2d;
+    ours.gather = &kpdr_opencl::gather;  // indexing.cpp
+    ours.scatter = &kpdr_opencl::scatter;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

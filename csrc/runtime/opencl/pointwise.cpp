@@ -50,6 +50,17 @@ inline void st2(__global uchar* p, long i, float v) {
   q[i] = (ushort)(u >> 16);
 }
 inline void st3(__global uchar* p, long i, float v) { p[i] = v != 0.0f ? 1 : 0; }
+inline float ld4(const __global uchar* p, long i) { return (float)((const __global long*)p)[i]; }
+inline float ld5(const __global uchar* p, long i) { return (float)((const __global int*)p)[i]; }
+inline void st4(__global uchar* p, long i, float v) { ((__global long*)p)[i] = convert_long_sat_rtz(v); }
+inline void st5(__global uchar* p, long i, float v) { ((__global int*)p)[i] = convert_int_sat_rtz(v); }
+/* integer arithmetic (kpdr.h): li/si load and store int64 values */
+inline long li3(const __global uchar* p, long i) { return p[i] != 0 ? 1 : 0; }
+inline long li4(const __global uchar* p, long i) { return ((const __global long*)p)[i]; }
+inline long li5(const __global uchar* p, long i) { return (long)((const __global int*)p)[i]; }
+inline void si3(__global uchar* p, long i, long v) { p[i] = v != 0 ? 1 : 0; }
+inline void si4(__global uchar* p, long i, long v) { ((__global long*)p)[i] = v; }
+inline void si5(__global uchar* p, long i, long v) { ((__global int*)p)[i] = (int)v; }
 inline float kp_sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
 inline float kp_nanmax(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : fmax(a, b); }
 inline float kp_nanmin(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : fmin(a, b); }
@@ -113,19 +124,77 @@ const char* expression(int32_t op) {
     case KPDR_POINTWISE_WHERE: return "(x != 0.0f ? y : z)";
     case KPDR_POINTWISE_ADDCMUL: return "x + alpha * y * z";
     case KPDR_POINTWISE_ADDCDIV: return "x + alpha * y / z";
+    case KPDR_POINTWISE_COS: return "cos(x)";
+    case KPDR_POINTWISE_SIN: return "sin(x)";
+    case KPDR_POINTWISE_LOGICAL_NOT: return "(x == 0.0f ? 1.0f : 0.0f)";
+    case KPDR_POINTWISE_LOGICAL_AND: return "(x != 0.0f && y != 0.0f ? 1.0f : 0.0f)";
+    case KPDR_POINTWISE_LOGICAL_OR: return "(x != 0.0f || y != 0.0f ? 1.0f : 0.0f)";
+    case KPDR_POINTWISE_NAN_TO_NUM: return "(isnan(x) ? alpha : isinf(x) ? (x > 0.0f ? y : z) : x)";
+    case KPDR_POINTWISE_ARANGE: return "x + alpha * (float)g";
+    case KPDR_POINTWISE_LINSPACE: return "(g < n / 2 ? x + alpha * (float)g : y - alpha * (float)(n - 1 - g))";
+    case KPDR_POINTWISE_TRIL: return "((float)(c - r) <= alpha ? x : 0.0f)";
+    case KPDR_POINTWISE_TRIU: return "((float)(c - r) >= alpha ? x : 0.0f)";
   }
   return nullptr;
 }
 
+// The op's expression in integer arithmetic (long x, y, z, alpha); NULL
+// where kpdr.h gives the code no integer form.
+const char* int_expression(int32_t op) {
+  switch (op) {
+    case KPDR_POINTWISE_COPY: return "x";
+    case KPDR_POINTWISE_NEG: return "(long)(0ul - (ulong)x)";
+    case KPDR_POINTWISE_ABS: return "(x < 0 ? (long)(0ul - (ulong)x) : x)";
+    case KPDR_POINTWISE_SIGN: return "(long)((x > 0) - (x < 0))";
+    case KPDR_POINTWISE_LOGICAL_NOT: return "(long)(x == 0)";
+    case KPDR_POINTWISE_BITWISE_NOT: return "~x";
+    case KPDR_POINTWISE_ADD: return "(long)((ulong)x + (ulong)alpha * (ulong)y)";
+    case KPDR_POINTWISE_SUB: return "(long)((ulong)x - (ulong)alpha * (ulong)y)";
+    case KPDR_POINTWISE_MUL: return "(long)((ulong)x * (ulong)y)";
+    case KPDR_POINTWISE_MAXIMUM: return "max(x, y)";
+    case KPDR_POINTWISE_MINIMUM: return "min(x, y)";
+    case KPDR_POINTWISE_EQ: return "(long)(x == y)";
+    case KPDR_POINTWISE_NE: return "(long)(x != y)";
+    case KPDR_POINTWISE_LT: return "(long)(x < y)";
+    case KPDR_POINTWISE_LE: return "(long)(x <= y)";
+    case KPDR_POINTWISE_GT: return "(long)(x > y)";
+    case KPDR_POINTWISE_GE: return "(long)(x >= y)";
+    case KPDR_POINTWISE_LOGICAL_AND: return "(long)(x != 0 && y != 0)";
+    case KPDR_POINTWISE_LOGICAL_OR: return "(long)(x != 0 || y != 0)";
+    case KPDR_POINTWISE_BITWISE_AND: return "(x & y)";
+    case KPDR_POINTWISE_BITWISE_OR: return "(x | y)";
+    case KPDR_POINTWISE_BITWISE_XOR: return "(x ^ y)";
+    case KPDR_POINTWISE_WHERE: return "(x != 0 ? y : z)";
+    case KPDR_POINTWISE_ARANGE: return "(long)((ulong)x + (ulong)alpha * (ulong)g)";
+    case KPDR_POINTWISE_TRIL: return "(c - r <= alpha ? x : 0)";
+    case KPDR_POINTWISE_TRIU: return "(c - r >= alpha ? x : 0)";
+  }
+  return nullptr;
+}
+
+bool index_op(int32_t op) {
+  return op == KPDR_POINTWISE_TRIL || op == KPDR_POINTWISE_TRIU;
+}
+
 int arity(int32_t op) {
-  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_SIGN) return 1;
-  if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LERP) return 2;
-  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_SILU_BACKWARD) return 2;
-  if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_ADDCDIV) return 3;
+  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_BITWISE_NOT) return 1;
+  if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LOGICAL_OR) return 2;
+  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_BITWISE_XOR) return 2;
+  if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_NAN_TO_NUM) return 3;
+  if (op == KPDR_POINTWISE_ARANGE || op == KPDR_POINTWISE_TRIL || op == KPDR_POINTWISE_TRIU) return 1;
+  if (op == KPDR_POINTWISE_LINSPACE) return 2;
   return 0;
 }
 
-bool known_dtype(int d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BOOL; }
+bool known_dtype(int d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_INT32; }
+bool integer_dtype(int d) { return d == KPDR_DTYPE_BOOL || d == KPDR_DTYPE_INT64 || d == KPDR_DTYPE_INT32; }
+
+// kpdr.h: integer arithmetic when the output and every operand read are integer (or bool).
+bool integer_call(const kpdrPointwiseArgs& a, int n_in) {
+  bool integer = integer_dtype(a.out_dtype);
+  for (int k = 0; k < n_in; ++k) integer = integer && integer_dtype(a.in[k].dtype);
+  return integer;
+}
 bool float_dtype(int d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLOAT16; }
 
 }  // namespace
@@ -147,31 +216,37 @@ std::string decompose(const std::string& index, int count, const std::string& sz
 
 namespace {
 
-std::string pointwise_source(const kpdrPointwiseArgs& a, int n_in) {
+std::string pointwise_source(const kpdrPointwiseArgs& a, int n_in, bool integer) {
   std::string src = kPrelude;
+  const std::string type = integer ? "long" : "float";
   src += "__kernel void kp_pointwise(BUF(out), long8 os";
   for (int k = 0; k < 3; ++k) {
     const std::string n = std::to_string(k);
-    src += ", BUF(x" + n + "), long8 s" + n + ", float c" + n;
+    src += ", BUF(x" + n + "), long8 s" + n + ", " + type + " c" + n;
   }
-  src += ", long8 sz, long n, float alpha) {\n";
+  src += ", long8 sz, long n, " + type + " alpha) {\n";
   src += " for (long g = get_global_id(0); g < n; g += get_global_size(0)) {\n";
   std::vector<std::pair<std::string, std::string>> offsets = {{"o", "os"}};
   for (int k = 0; k < n_in; ++k) {
     if (a.in[k].data != nullptr) offsets.push_back({"a" + std::to_string(k), "s" + std::to_string(k)});
   }
   src += decompose("g", a.ndim, "sz", offsets);
+  if (index_op(a.op)) {  // the indices of the last two dimensions (ndim >= 2)
+    const std::string last = "sz.s" + std::to_string(a.ndim - 1), before = "sz.s" + std::to_string(a.ndim - 2);
+    src += "  const long c = g % " + last + ", r = (g / " + last + ") % " + before + ";\n";
+  }
   const char* names[3] = {"x", "y", "z"};
   for (int k = 0; k < 3; ++k) {
     const std::string n = std::to_string(k);
-    src += std::string("  const float ") + names[k] + " = ";
+    src += "  const " + type + " " + names[k] + " = ";
     if (k < n_in && a.in[k].data != nullptr) {
-      src += "ld" + std::to_string(a.in[k].dtype) + "(PTR(x" + n + "), a" + n + ");\n";
+      src += (integer ? "li" : "ld") + std::to_string(a.in[k].dtype) + "(PTR(x" + n + "), a" + n + ");\n";
     } else {
       src += "c" + n + ";\n";
     }
   }
-  src += "  st" + std::to_string(a.out_dtype) + "(PTR(out), o, " + expression(a.op) + ");\n }\n}\n";
+  src += std::string("  ") + (integer ? "si" : "st") + std::to_string(a.out_dtype) + "(PTR(out), o, " +
+         (integer ? int_expression(a.op) : expression(a.op)) + ");\n }\n}\n";
   return src;
 }
 
@@ -223,21 +298,27 @@ kpdrError_t pointwise(const kpdrPointwiseArgs* a, kpdrStream_t handle) {
     if (kpdrError_t error = stream_of("pointwise", handle, &runtime, &stream)) return error;
     if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "pointwise: args is NULL");
     const int n_in = arity(a->op);
-    if (n_in == 0 || expression(a->op) == nullptr) {
+    if (n_in == 0) {
       return fail(KPDR_ERROR_NOT_SUPPORTED, "pointwise: unknown op code " + std::to_string(a->op));
     }
     int64_t n = 0;
     if (kpdrError_t error = check_shape("pointwise", a->ndim, a->sizes, &n)) return error;
     bool known = known_dtype(a->out_dtype);
-    for (int k = 0; k < n_in; ++k) known = known && (a->in[k].data == nullptr || known_dtype(a->in[k].dtype));
+    for (int k = 0; k < n_in; ++k) known = known && known_dtype(a->in[k].dtype);
     if (!known) return fail(KPDR_ERROR_INVALID_VALUE, "pointwise: unknown kpdrDtype");
+    const bool integer = integer_call(*a, n_in);
+    if ((integer ? int_expression(a->op) : expression(a->op)) == nullptr || (index_op(a->op) && a->ndim < 2)) {
+      return fail(KPDR_ERROR_NOT_SUPPORTED, "pointwise: op code " + std::to_string(a->op) +
+                                                " does not take these dtypes or this rank");
+    }
     if (n == 0) return KPDR_SUCCESS;
     const int device = stream->device();
     Args args(runtime, device, "pointwise");
     if (a->out == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "pointwise: out is NULL");
     if (kpdrError_t error = args.tensor(a->out, "out")) return error;
     args.long8(a->out_strides, a->ndim);
-    std::string key = "pw" + std::to_string(a->op) + "o" + std::to_string(a->out_dtype) + "d" + std::to_string(a->ndim);
+    std::string key = "pw" + std::to_string(a->op) + "o" + std::to_string(a->out_dtype) + "d" + std::to_string(a->ndim) +
+                      (integer ? "I" : "");
     for (int k = 0; k < 3; ++k) {
       const bool tensor = k < n_in && a->in[k].data != nullptr;
       if (tensor) {
@@ -247,15 +328,17 @@ kpdrError_t pointwise(const kpdrPointwiseArgs* a, kpdrStream_t handle) {
         args.unused_tensor();
       }
       args.long8(a->in[k].strides, tensor ? a->ndim : 0);
-      args.f32(static_cast<float>(a->in[k].value));
+      if (integer) args.i64(static_cast<int64_t>(a->in[k].value));
+      else args.f32(static_cast<float>(a->in[k].value));
       key += tensor ? "t" + std::to_string(a->in[k].dtype) : std::string("s");
     }
     args.long8(a->sizes, a->ndim);
     args.i64(n);
-    args.f32(static_cast<float>(a->alpha));
+    if (integer) args.i64(static_cast<int64_t>(a->alpha));
+    else args.f32(static_cast<float>(a->alpha));
     Kernel* kernel = nullptr;
     if (kpdrError_t error = kernel_for(runtime, device, key, "kp_pointwise",
-                                       [&] { return pointwise_source(*a, n_in); }, &kernel)) {
+                                       [&] { return pointwise_source(*a, n_in, integer); }, &kernel)) {
       return error;
     }
     const size_t wg = kernel->work_group;

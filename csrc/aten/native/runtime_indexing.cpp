@@ -1,0 +1,414 @@
+// Indexing, embedding, masking and concatenation through the runtime's gather,
+// scatter and pointwise entries (kpdr.h's core-op section) when device memory
+// is not host addressable.
+//
+// index_select, embedding (through index_select), index.Tensor and gather
+// are gather calls; embedding_dense_backward and index_put_ (so index.Tensor's
+// backward) scatter calls; masked_fill_ is pointwise `where`; cat is one
+// pointwise copy per input into its slice of a result whose shape, dtype and
+// layout ATen's own meta function computes. Index tensors are checked on the
+// device: the entry records an out-of-range index in a small int64 buffer
+// that is read back after the call (one synchronisation per call, as the CPU
+// checks before it writes), and the op raises ATen's IndexError naming it.
+// What the entries cannot take (bool-mask indices, CPU operands, more than
+// KPDR_MAX_DIMS dimensions, NOT_SUPPORTED answers) runs through the counted
+// CPU fallback, which also raises ATen's errors for malformed calls.
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/IndexingUtils.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/core.h"
+#include "host_kernels.h"
+#include "runtime_pointwise.h"
+
+namespace kernel_pytorch::native {
+namespace {
+
+using T = const at::Tensor&;
+
+bool on_device(T t, c10::Device device) {
+  return t.defined() && t.device() == device && t.layout() == at::kStrided && !t.is_neg() && !t.is_conj();
+}
+
+bool index_dtype(T t) {
+  return t.scalar_type() == at::kLong || t.scalar_type() == at::kInt;
+}
+
+// One gather/scatter call being assembled: sizes and per-operand strides.
+struct IndexCall {
+  kpdrIndexArgs args{};
+  std::vector<at::Tensor> keep;  // index tensors made on the way (expanded, moved)
+
+  explicit IndexCall(at::IntArrayRef sizes) {
+    args.ndim = static_cast<int32_t>(sizes.size());
+    for (size_t d = 0; d < sizes.size(); ++d) args.sizes[d] = sizes[d];
+  }
+  static bool fits(at::IntArrayRef sizes) { return sizes.size() <= KPDR_MAX_DIMS; }
+  void index(T idx, at::IntArrayRef strides, int64_t size, int64_t stride) {
+    kpdrIndexOperand& op = args.indices[args.num_indices++];
+    op.data = idx.const_data_ptr();
+    op.dtype = idx.scalar_type() == at::kInt ? KPDR_DTYPE_INT32 : KPDR_DTYPE_INT64;
+    for (size_t d = 0; d < strides.size(); ++d) op.strides[d] = strides[d];
+    op.size = size;
+    op.stride = stride;
+    keep.push_back(idx);
+  }
+  // Launches and raises IndexError for an out-of-range index; false when the
+  // entry cannot take the call (nothing done).
+  bool run(bool scatter, c10::Device device, const char* op_name, const std::vector<int64_t>& dims) {
+    const kpdrKernelTable& kernels = runtime_kernels();
+    auto entry = scatter ? kernels.scatter : kernels.gather;
+    if (entry == nullptr) return false;
+    int64_t n = 1;
+    for (int d = 0; d < args.ndim; ++d) n *= args.sizes[d];
+    c10::DeviceGuard guard(device);
+    if (n == 0) return true;
+    const at::Tensor error = at::zeros({2}, at::TensorOptions().dtype(at::kLong).device(device));
+    args.error = error.mutable_data_ptr<int64_t>();
+    if (!launch_kernel(entry, args, current_stream(device.index()))) return false;
+    const at::Tensor reported = error.cpu();
+    const int64_t k = reported.data_ptr<int64_t>()[0];
+    if (k != 0) {
+      const kpdrIndexOperand& op = args.indices[k - 1];
+      TORCH_CHECK_INDEX(false, op_name, ": index ", reported.data_ptr<int64_t>()[1],
+                        " is out of bounds for dimension ", dims.at(k - 1), " with size ", op.size);
+    }
+    return true;
+  }
+};
+
+template <typename Fn>
+const void* key(Fn fn) {
+  return reinterpret_cast<const void*>(fn);
+}
+
+// ---- index_select (and so embedding) ----------------------------------------
+
+std::optional<at::Tensor> index_select_native(T self, int64_t dim, T index) {
+  if (!self.defined() || self.device().type() != c10::DeviceType::PrivateUse1) return std::nullopt;
+  const c10::Device device = self.device();
+  if (!on_device(self, device) || !on_device(index, device) || !index_dtype(index) || index.dim() > 1 ||
+      self.dim() == 0 || !IndexCall::fits(self.sizes()) || !entry_dtype(self.scalar_type())) {
+    return std::nullopt;
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  shape[d] = index.numel();
+  at::Tensor out = at::empty(shape, self.options());
+  IndexCall call(out.sizes());
+  call.args.dtype = *entry_dtype(self.scalar_type());
+  call.args.dense = out.mutable_data_ptr();
+  call.args.indexed = const_cast<void*>(self.const_data_ptr());
+  std::vector<int64_t> idx_strides(self.dim(), 0);
+  for (int64_t j = 0; j < self.dim(); ++j) {
+    call.args.dense_strides[j] = out.stride(j);
+    call.args.indexed_strides[j] = j == d ? 0 : self.stride(j);
+  }
+  idx_strides[d] = index.dim() == 1 ? index.stride(0) : 0;
+  call.index(index, idx_strides, self.size(d), self.stride(d));
+  if (!call.run(false, device, "index_select()", {d})) return std::nullopt;
+  return out;
+}
+
+at::Tensor index_select(T self, int64_t dim, T index) {
+  if (auto r = index_select_native(self, dim, index)) return *r;
+  return run_on_fallback<at::Tensor, T, int64_t, T>(key(&index_select), self, dim, index);
+}
+
+// ---- embedding's backward ---------------------------------------------------
+
+at::Tensor embedding_dense_backward(T grad, T indices, c10::SymInt num_weights, c10::SymInt padding_idx,
+                                    bool scale_grad_by_freq) {
+  const c10::Device device = grad.device();
+  if (!scale_grad_by_freq && grad.device().type() == c10::DeviceType::PrivateUse1 && on_device(grad, device) &&
+      on_device(indices, device) && index_dtype(indices) && entry_float(grad.scalar_type()) && grad.dim() >= 1 &&
+      num_weights.maybe_as_int() && padding_idx.maybe_as_int()) {
+    const int64_t rows = *num_weights.maybe_as_int(), width = grad.size(-1);
+    const int64_t n = indices.numel();
+    if (grad.numel() == n * width) {
+      at::Tensor result = at::zeros({rows, width}, grad.options());
+      const at::Tensor g = grad.reshape({n, width});
+      const at::Tensor idx = indices.reshape({n});
+      IndexCall call(g.sizes());
+      call.args.dtype = *entry_dtype(grad.scalar_type());
+      call.args.dense = const_cast<void*>(g.const_data_ptr());
+      call.args.dense_strides[0] = g.stride(0);
+      call.args.dense_strides[1] = g.stride(1);
+      call.args.indexed = result.mutable_data_ptr();
+      call.args.indexed_strides[0] = 0;
+      call.args.indexed_strides[1] = result.stride(1);
+      call.args.accumulate = 1;
+      call.args.alpha = 1.0;
+      const int64_t pad = *padding_idx.maybe_as_int();
+      call.args.skip = pad != -1;
+      call.args.skip_value = pad;
+      call.keep.push_back(g);
+      call.index(idx, {idx.stride(0), 0}, rows, result.stride(0));
+      if (call.run(true, device, "embedding_dense_backward()", {0})) return result;
+    }
+  }
+  return run_on_fallback<at::Tensor, T, T, c10::SymInt, c10::SymInt, bool>(
+      key(&embedding_dense_backward), grad, indices, std::move(num_weights), std::move(padding_idx),
+      scale_grad_by_freq);
+}
+
+// ---- advanced indexing: index.Tensor, index_put_ ----------------------------
+
+// ATen's AdvancedIndex (TensorAdvancedIndexing.cpp): the indexed dimensions
+// made adjacent, src restrided so the indices' broadcast shape replaces
+// them (stride 0), each index reshaped to broadcast over the result.
+struct Advanced {
+  at::Tensor src;                       // restrided
+  std::vector<at::Tensor> indices;      // expanded to src's shape
+  std::vector<int64_t> sizes, strides;  // of the indexed dimensions
+  std::vector<int64_t> dims;            // their positions in self (for errors)
+};
+
+std::optional<Advanced> advanced(at::Tensor self, const c10::List<std::optional<at::Tensor>>& list) {
+  const c10::Device device = self.device();
+  std::vector<at::Tensor> indices;
+  for (const std::optional<at::Tensor>& t : list) {
+    if (t.has_value() && t->defined()) {
+      if (!index_dtype(*t)) return std::nullopt;  // bool/byte masks: the fallback expands them
+      if (!on_device(*t, device)) return std::nullopt;
+      indices.push_back(*t);
+    } else {
+      indices.emplace_back();
+    }
+  }
+  if (indices.size() > static_cast<size_t>(self.dim())) return std::nullopt;  // the fallback raises
+  try {
+    indices = at::expand_outplace(indices);
+  } catch (const std::exception&) {
+    return std::nullopt;  // shape mismatch: the fallback raises ATen's IndexError
+  }
+  while (indices.size() < static_cast<size_t>(self.dim())) indices.emplace_back();
+  std::vector<int64_t> position(self.dim());
+  for (int64_t d = 0; d < self.dim(); ++d) position[d] = d;
+  if (!at::native::hasContiguousSubspace(indices)) {
+    std::vector<int64_t> order;
+    std::vector<at::Tensor> moved;
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if (indices[d].defined()) { order.push_back(d); moved.push_back(indices[d]); }
+    }
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if (!indices[d].defined()) { order.push_back(d); moved.emplace_back(); }
+    }
+    self = self.permute(order);
+    indices = moved;
+    position = order;
+  }
+  Advanced info;
+  int64_t before = 0, after = 0, indexed = 0;
+  at::IntArrayRef replacement;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (!indices[d].defined()) {
+      (indexed == 0 ? before : after)++;
+    } else {
+      ++indexed;
+      replacement = indices[d].sizes();
+      info.sizes.push_back(self.size(d));
+      info.strides.push_back(self.stride(d));
+      info.dims.push_back(position[d]);
+    }
+  }
+  if (indexed == 0) return std::nullopt;
+  for (int64_t s : info.sizes) {
+    if (s == 0) return std::nullopt;  // ATen's size-0 rules: the fallback applies them
+  }
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+  std::vector<int64_t> strides(self.strides().begin(), self.strides().end());
+  shape.erase(shape.begin() + before, shape.begin() + before + indexed);
+  strides.erase(strides.begin() + before, strides.begin() + before + indexed);
+  shape.insert(shape.begin() + before, replacement.begin(), replacement.end());
+  strides.insert(strides.begin() + before, replacement.size(), 0);
+  if (shape.size() > KPDR_MAX_DIMS) return std::nullopt;
+  info.src = self.as_strided(shape, strides);
+  for (const at::Tensor& t : indices) {
+    if (!t.defined()) continue;
+    std::vector<int64_t> s(before, 1);
+    s.insert(s.end(), t.sizes().begin(), t.sizes().end());
+    s.insert(s.end(), after, 1);
+    info.indices.push_back(t.reshape(s).expand(shape));
+  }
+  return info;
+}
+
+at::Tensor index(T self, const c10::List<std::optional<at::Tensor>>& indices) {
+  if (self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 && on_device(self, self.device()) &&
+      entry_dtype(self.scalar_type())) {
+    if (auto info = advanced(self, indices)) {
+      at::Tensor out = at::empty(info->src.sizes(), self.options());
+      IndexCall call(out.sizes());
+      call.args.dtype = *entry_dtype(self.scalar_type());
+      call.args.wrap = 1;
+      call.args.dense = out.mutable_data_ptr();
+      call.args.indexed = const_cast<void*>(self.const_data_ptr());
+      for (int64_t d = 0; d < out.dim(); ++d) {
+        call.args.dense_strides[d] = out.stride(d);
+        call.args.indexed_strides[d] = info->src.stride(d);
+      }
+      for (size_t k = 0; k < info->indices.size(); ++k) {
+        call.index(info->indices[k], info->indices[k].strides(), info->sizes[k], info->strides[k]);
+      }
+      if (call.run(false, self.device(), "index", info->dims)) return out;
+    }
+  }
+  return run_on_fallback<at::Tensor, T, const c10::List<std::optional<at::Tensor>>&>(key(&index), self, indices);
+}
+
+at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, T values,
+                           bool accumulate, bool unsafe) {
+  const c10::Device device = self.device();
+  if (self.defined() && device.type() == c10::DeviceType::PrivateUse1 && on_device(self, device) &&
+      on_device(values, device) && values.scalar_type() == self.scalar_type() && entry_dtype(self.scalar_type()) &&
+      (!accumulate || entry_float(self.scalar_type())) && !values.is_alias_of(self) &&
+      at::has_internal_overlap(self) == at::MemOverlap::No) {
+    if (auto info = advanced(self, indices)) {
+      const auto shape = info->src.sizes();
+      if (at::is_expandable_to(values.sizes(), shape)) {
+        const at::Tensor v = values.expand(shape);
+        IndexCall call(shape);
+        call.args.dtype = *entry_dtype(self.scalar_type());
+        call.args.wrap = 1;
+        call.args.accumulate = accumulate ? 1 : 0;
+        call.args.alpha = 1.0;
+        call.args.dense = const_cast<void*>(v.const_data_ptr());
+        call.args.indexed = self.mutable_data_ptr();
+        for (size_t d = 0; d < shape.size(); ++d) {
+          call.args.dense_strides[d] = v.stride(d);
+          call.args.indexed_strides[d] = info->src.stride(d);
+        }
+        for (size_t k = 0; k < info->indices.size(); ++k) {
+          call.index(info->indices[k], info->indices[k].strides(), info->sizes[k], info->strides[k]);
+        }
+        if (call.run(true, device, "index_put_", info->dims)) return self;
+      }
+    }
+  }
+  return run_on_fallback<at::Tensor&, at::Tensor&, const c10::List<std::optional<at::Tensor>>&, T, bool, bool>(
+      key(&index_put_impl), self, indices, values, accumulate, unsafe);
+}
+
+// ---- masked_fill_ -----------------------------------------------------------
+
+// self = where(mask, value, self) in place; `value` a 0-dim tensor (a CPU
+// one travels as a scalar operand of self's dtype, as ATen casts it).
+bool masked_fill_native(at::Tensor& self, T mask, T value) {
+  const c10::Device device = self.device();
+  if (device.type() != c10::DeviceType::PrivateUse1 || !on_device(self, device) || !on_device(mask, device) ||
+      mask.scalar_type() != at::kBool || !entry_dtype(self.scalar_type()) || value.dim() != 0 ||
+      at::isComplexType(value.scalar_type())) {
+    return false;
+  }
+  at::Tensor fill = value;
+  if (value.device().is_cpu()) {
+    fill = at::scalar_tensor(value.item(), at::TensorOptions().dtype(self.scalar_type()));
+    fill.unsafeGetTensorImpl()->set_wrapped_number(true);
+  } else if (!on_device(value, device) || !entry_dtype(value.scalar_type())) {
+    return false;
+  }
+  at::TensorIterator iter = at::TensorIteratorConfig()
+                                .check_all_same_dtype(false)
+                                .allow_cpu_scalars(true)
+                                .resize_outputs(false)
+                                .add_output(self)
+                                .add_const_input(mask)
+                                .add_const_input(fill)
+                                .add_const_input(self)
+                                .build();
+  return runtime_pointwise(iter, KPDR_POINTWISE_WHERE, 1.0);
+}
+
+at::Tensor& masked_fill_scalar(at::Tensor& self, T mask, const at::Scalar& value) {
+  if (!value.isComplex()) {
+    const at::Tensor v = at::scalar_tensor(value, at::TensorOptions().dtype(value.type()));
+    if (masked_fill_native(self, mask, v)) return self;
+  }
+  return run_on_fallback<at::Tensor&, at::Tensor&, T, const at::Scalar&>(key(&masked_fill_scalar), self, mask, value);
+}
+
+at::Tensor& masked_fill_tensor(at::Tensor& self, T mask, T value) {
+  if (masked_fill_native(self, mask, value)) return self;
+  return run_on_fallback<at::Tensor&, at::Tensor&, T, T>(key(&masked_fill_tensor), self, mask, value);
+}
+
+// ---- cat --------------------------------------------------------------------
+
+// Copies each input into its slice of `result` through the pointwise entry;
+// false (before writing anything) when some input cannot go that way.
+bool cat_into(const std::vector<at::Tensor>& inputs, int64_t dim, at::Tensor& result) {
+  if (result.dim() > KPDR_MAX_DIMS || !entry_dtype(result.scalar_type())) return false;
+  const c10::Device device = result.device();
+  for (const at::Tensor& t : inputs) {
+    if (!on_device(t, device) || !entry_dtype(t.scalar_type()) || t.is_alias_of(result)) return false;
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, result.dim());
+  int64_t offset = 0;
+  for (const at::Tensor& t : inputs) {
+    if (t.dim() == 1 && t.size(0) == 0 && result.dim() != 1) continue;  // legacy empty inputs are skipped
+    const int64_t length = t.size(d);
+    if (length > 0 && t.numel() > 0) {
+      at::Tensor slice = result.narrow(d, offset, length);
+      if (!runtime_pointwise_copy(t, slice)) slice.copy_(t);
+    }
+    offset += length;
+  }
+  return true;
+}
+
+// The result ATen's meta function gives for these inputs (shape, dtype,
+// memory format), or nullopt; it raises ATen's errors for bad inputs.
+at::Tensor cat_meta(const std::vector<at::Tensor>& inputs, int64_t dim) {
+  std::vector<at::Tensor> metas;
+  metas.reserve(inputs.size());
+  for (const at::Tensor& t : inputs) {
+    metas.push_back(at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)));
+  }
+  return at::cat(metas, dim);
+}
+
+at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  std::vector<at::Tensor> inputs(tensors.begin(), tensors.end());
+  if (!inputs.empty() && runtime_kernels().pointwise != nullptr &&
+      inputs[0].device().type() == c10::DeviceType::PrivateUse1) {
+    const c10::Device device = inputs[0].device();
+    bool same = true;
+    for (const at::Tensor& t : inputs) same = same && on_device(t, device) && entry_dtype(t.scalar_type());
+    if (same) {
+      const at::Tensor meta = cat_meta(inputs, dim);
+      c10::DeviceGuard guard(device);
+      at::Tensor result = at::empty_strided(meta.sizes(), meta.strides(), meta.options().device(device));
+      if (cat_into(inputs, dim, result)) return result;
+    }
+  }
+  return run_on_fallback<at::Tensor, const at::ITensorListRef&, int64_t>(key(&cat), tensors, dim);
+}
+
+}  // namespace
+
+void register_runtime_indexing(Registrar& r) {
+  const kpdrKernelTable& kernels = runtime_kernels();
+  if (kernels.gather != nullptr) {
+    r.impl("index_select", TORCH_FN(index_select));
+    r.impl("index.Tensor", TORCH_FN(index));
+  }
+  if (kernels.scatter != nullptr && kernels.pointwise != nullptr) {
+    r.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+    r.impl("_index_put_impl_", TORCH_FN(index_put_impl));
+  }
+  if (kernels.pointwise != nullptr) {
+    r.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
+    r.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
+    r.impl("cat", TORCH_FN(cat));
+  }
+}
+
+}  // namespace kernel_pytorch::native

@@ -1,0 +1,204 @@
+// logical_not, bitwise_not, nan_to_num, tril/triu and arange through the
+// runtime's pointwise entry (kpdr.h: LOGICAL_NOT, BITWISE_NOT, NAN_TO_NUM and
+// the index-dependent TRIL, TRIU, ARANGE codes) when device memory is not host
+// addressable. Integer and bool tensors compute in the entry's integer
+// arithmetic. What the entry cannot take falls back to the CPU (counted),
+// which also raises ATen's errors.
+#include <ATen/ATen.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <limits>
+
+#include "core/core.h"
+#include "host_kernels.h"
+#include "runtime_pointwise.h"
+
+namespace kernel_pytorch::native {
+namespace {
+
+using T = const at::Tensor&;
+
+template <typename Fn>
+const void* key(Fn fn) {
+  return reinterpret_cast<const void*>(fn);
+}
+
+bool device_tensor(T t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.layout() == at::kStrided &&
+         !t.is_neg() && !t.is_conj() && entry_dtype(t.scalar_type()).has_value();
+}
+
+// A Python-number operand of the iterator (a 0-dim CPU tensor of `type`).
+at::Tensor number(const at::Scalar& value, at::ScalarType type) {
+  at::Tensor t = at::scalar_tensor(value, at::TensorOptions().dtype(type));
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+// ---- logical_not / bitwise_not ----------------------------------------------
+
+at::Tensor& logical_not_out(T self, at::Tensor& out) {
+  if (device_tensor(self) && device_tensor(out) && self.device() == out.device()) {
+    at::TensorIterator iter =
+        at::TensorIteratorConfig().check_all_same_dtype(false).add_output(out).add_const_input(self).build();
+    if (runtime_pointwise(iter, KPDR_POINTWISE_LOGICAL_NOT, 1.0)) return out;
+  }
+  return run_on_fallback<at::Tensor&, T, at::Tensor&>(key(&logical_not_out), self, out);
+}
+
+// bool: logical not; integers: ~x (float tensors: ATen's error, from the fallback).
+bool bitwise_not_into(const at::TensorBase& out, T self, at::Tensor* result) {
+  if (!device_tensor(self) || entry_float(self.scalar_type())) return false;
+  at::TensorIterator iter = at::TensorIterator::unary_op(const_cast<at::TensorBase&>(out), self);
+  if (!runtime_pointwise(iter, self.scalar_type() == at::kBool ? KPDR_POINTWISE_LOGICAL_NOT
+                                                                 : KPDR_POINTWISE_BITWISE_NOT, 1.0)) {
+    return false;
+  }
+  *result = iter.output();
+  return true;
+}
+
+at::Tensor bitwise_not(T self) {
+  at::Tensor r;
+  if (bitwise_not_into(at::TensorBase(), self, &r)) return r;
+  return run_on_fallback<at::Tensor, T>(key(&bitwise_not), self);
+}
+
+at::Tensor& bitwise_not_(at::Tensor& self) {
+  at::Tensor r;
+  if (bitwise_not_into(self, self, &r)) return self;
+  return run_on_fallback<at::Tensor&, at::Tensor&>(key(&bitwise_not_), self);
+}
+
+at::Tensor& bitwise_not_out(T self, at::Tensor& out) {
+  at::Tensor r;
+  if (device_tensor(out) && bitwise_not_into(out, self, &r)) return out;
+  return run_on_fallback<at::Tensor&, T, at::Tensor&>(key(&bitwise_not_out), self, out);
+}
+
+// ---- same-shape ops: out = op(self, x1, x2), dimension by dimension --------
+
+// Not a TensorIterator: tril/triu need the two matrix dimensions as they are
+// (an iterator would merge or reorder them), and nan_to_num's two scalar
+// operands exceed an iterator's one CPU scalar.
+bool same_shape(int32_t op, T self, at::Tensor& out, double alpha, double x1 = 0.0, double x2 = 0.0) {
+  const kpdrKernelTable& kernels = runtime_kernels();
+  if (kernels.pointwise == nullptr || !device_tensor(self) || !device_tensor(out) || self.device() != out.device() ||
+      self.dim() > KPDR_MAX_DIMS || out.sizes() != self.sizes() || out.scalar_type() != self.scalar_type() ||
+      (!out.is_same(self) && out.is_alias_of(self))) {
+    return false;
+  }
+  kpdrPointwiseArgs args{};
+  args.op = op;
+  args.ndim = static_cast<int32_t>(self.dim());
+  args.alpha = alpha;
+  args.out_dtype = *entry_dtype(out.scalar_type());
+  args.in[0].dtype = *entry_dtype(self.scalar_type());
+  args.in[1].dtype = args.in[2].dtype = KPDR_DTYPE_FLOAT32;
+  args.in[1].value = x1;
+  args.in[2].value = x2;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    args.sizes[d] = self.size(d);
+    args.out_strides[d] = out.stride(d);
+    args.in[0].strides[d] = self.stride(d);
+  }
+  c10::DeviceGuard guard(self.device());
+  if (self.numel() == 0) return true;
+  args.in[0].data = self.const_data_ptr();
+  args.out = out.mutable_data_ptr();
+  return launch_kernel(kernels.pointwise, args, current_stream(self.device().index()));
+}
+
+at::Tensor& nan_to_num_out(T self, std::optional<double> nan, std::optional<double> posinf,
+                           std::optional<double> neginf, at::Tensor& out) {
+  if (device_tensor(self) && device_tensor(out) && entry_float(self.scalar_type()) &&
+      out.scalar_type() == self.scalar_type() && (out.is_same(self) || !out.is_alias_of(self))) {
+    // ATen's defaults: the dtype's largest and lowest finite values.
+    double high = static_cast<double>(std::numeric_limits<float>::max());
+    if (self.scalar_type() == at::kHalf) high = 65504.0;
+    if (self.scalar_type() == at::kBFloat16) high = static_cast<float>(std::numeric_limits<c10::BFloat16>::max());
+    at::native::resize_output(out, self.sizes());
+    if (same_shape(KPDR_POINTWISE_NAN_TO_NUM, self, out, nan.value_or(0.0), posinf.value_or(high),
+                   neginf.value_or(-high))) {
+      return out;
+    }
+  }
+  return run_on_fallback<at::Tensor&, T, std::optional<double>, std::optional<double>, std::optional<double>,
+                         at::Tensor&>(key(&nan_to_num_out), self, nan, posinf, neginf, out);
+}
+
+// ---- tril / triu --------------------------------------------------------------
+
+bool triangle(int32_t op, T self, int64_t diagonal, at::Tensor& out) {
+  return self.dim() >= 2 && same_shape(op, self, out, static_cast<double>(diagonal));
+}
+
+template <int32_t op>
+struct Triangle {
+  static at::Tensor functional(T self, int64_t diagonal) {
+    if (device_tensor(self) && self.dim() >= 2) {
+      at::Tensor out = at::empty(self.sizes(), self.options());
+      if (triangle(op, self, diagonal, out)) return out;
+    }
+    return run_on_fallback<at::Tensor, T, int64_t>(key(&functional), self, diagonal);
+  }
+  static at::Tensor& inplace(at::Tensor& self, int64_t diagonal) {
+    if (triangle(op, self, diagonal, self)) return self;
+    return run_on_fallback<at::Tensor&, at::Tensor&, int64_t>(key(&inplace), self, diagonal);
+  }
+  static at::Tensor& out(T self, int64_t diagonal, at::Tensor& result) {
+    if (device_tensor(self) && device_tensor(result) && self.dim() >= 2 && !result.is_alias_of(self)) {
+      at::native::resize_output(result, self.sizes());
+      if (triangle(op, self, diagonal, result)) return result;
+    }
+    return run_on_fallback<at::Tensor&, T, int64_t, at::Tensor&>(key(&out), self, diagonal, result);
+  }
+};
+
+// ---- arange -------------------------------------------------------------------
+
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  if (device_tensor(out) && !start.isComplex() && !end.isComplex() && !step.isComplex()) {
+    // ATen's own checks and length, on a meta tensor of out's dtype.
+    at::Tensor meta = at::empty({0}, out.options().device(at::kMeta));
+    at::arange_out(meta, start, end, step);
+    at::native::resize_output(out, meta.sizes());
+    const bool integer = at::isIntegralType(out.scalar_type(), /*includeBool=*/false);
+    const at::Tensor first = number(start, integer ? at::kLong : at::kDouble);
+    at::TensorIterator iter = at::TensorIteratorConfig()
+                                  .check_all_same_dtype(false)
+                                  .allow_cpu_scalars(true)
+                                  .resize_outputs(false)
+                                  .add_output(out)
+                                  .add_const_input(first)
+                                  .build();
+    const double alpha = integer ? static_cast<double>(step.to<int64_t>()) : step.to<double>();
+    if (out.dim() == 1 && out.scalar_type() != at::kBool && runtime_pointwise(iter, KPDR_POINTWISE_ARANGE, alpha)) {
+      return out;
+    }
+  }
+  return run_on_fallback<at::Tensor&, const at::Scalar&, const at::Scalar&, const at::Scalar&, at::Tensor&>(
+      key(&arange_out), start, end, step, out);
+}
+
+}  // namespace
+
+void register_runtime_tensor_ops(Registrar& r) {
+  if (runtime_kernels().pointwise == nullptr) return;
+  r.impl("logical_not.out", TORCH_FN(logical_not_out));
+  r.impl("bitwise_not", TORCH_FN(bitwise_not));
+  r.impl("bitwise_not_", TORCH_FN(bitwise_not_));
+  r.impl("bitwise_not.out", TORCH_FN(bitwise_not_out));
+  r.impl("nan_to_num.out", TORCH_FN(nan_to_num_out));
+  r.impl("tril", TORCH_FN(Triangle<KPDR_POINTWISE_TRIL>::functional));
+  r.impl("tril_", TORCH_FN(Triangle<KPDR_POINTWISE_TRIL>::inplace));
+  r.impl("tril.out", TORCH_FN(Triangle<KPDR_POINTWISE_TRIL>::out));
+  r.impl("triu", TORCH_FN(Triangle<KPDR_POINTWISE_TRIU>::functional));
+  r.impl("triu_", TORCH_FN(Triangle<KPDR_POINTWISE_TRIU>::inplace));
+  r.impl("triu.out", TORCH_FN(Triangle<KPDR_POINTWISE_TRIU>::out));
+  r.impl("arange.start_out", TORCH_FN(arange_out));
+}
+
+}  // namespace kernel_pytorch::native

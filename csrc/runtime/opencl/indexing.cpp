@@ -1,0 +1,312 @@
+// The gather and scatter entries of the OpenCL runtime (kpdrIndexArgs, kpdr.h's
+// core-op section). OpenCL C is generated per call shape — gather or scatter,
+// the element dtype, the rank, each index operand's dtype, accumulation —
+// and built once per device through the kernel cache, as pointwise.cpp does.
+// One work-item per element of `sizes` (grid-stride). Gather copies bits;
+// scatter with accumulate adds atomically: float32 through a 32-bit
+// compare-and-swap loop, float16/bfloat16 through a compare-and-swap of the
+// 32-bit word holding the element (device buffers are whole words), so the
+// order of additions to one element, and its rounding, may vary run to run.
+// An out-of-range index records (operand + 1, value) in args.error.
+#include <algorithm>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "errors.h"
+#include "indexing.h"
+#include "kernel_cache.h"
+#include "runtime.h"
+
+namespace kpdr_opencl {
+namespace {
+
+const char* const kIndexPrelude = R"CLC(
+#define BUF(n) __global uchar* n##_b, ulong n##_o
+#define PTR(n) (n##_b + n##_o)
+inline float ldf0(const __global uchar* p, long i) { return ((const __global float*)p)[i]; }
+inline float ldf1(const __global uchar* p, long i) { return vload_half((size_t)i, (const __global half*)p); }
+inline float ldf2(const __global uchar* p, long i) { return as_float(((uint)((const __global ushort*)p)[i]) << 16); }
+inline void stf0(__global uchar* p, long i, float v) { ((__global float*)p)[i] = v; }
+inline void stf1(__global uchar* p, long i, float v) { vstore_half_rte(v, (size_t)i, (__global half*)p); }
+inline ushort bf16_bits(float v) {
+  uint u = as_uint(v);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (ushort)(u >> 16);
+}
+inline void stf2(__global uchar* p, long i, float v) { ((__global ushort*)p)[i] = bf16_bits(v); }
+inline float half_value(ushort bits) { return vload_half(0, (const __private half*)&bits); }
+inline ushort half_bits(float v) { ushort bits; vstore_half_rte(v, 0, (__private half*)&bits); return bits; }
+/* atomic adds: b the buffer's base (word aligned), off the element's byte offset */
+inline void add0(__global uchar* b, ulong off, float v) {
+  volatile __global uint* q = (volatile __global uint*)(b + off);
+  uint old = *q, seen;
+  do { seen = old; old = atomic_cmpxchg(q, seen, as_uint(as_float(seen) + v)); } while (old != seen);
+}
+inline void add16(__global uchar* b, ulong off, float v, int bf16) {
+  volatile __global uint* q = (volatile __global uint*)(b + (off & ~(ulong)3));
+  const uint shift = (off & 2) ? 16u : 0u;
+  uint old = *q, seen;
+  do {
+    seen = old;
+    const ushort bits = (ushort)(seen >> shift);
+    const float sum = (bf16 ? as_float(((uint)bits) << 16) : half_value(bits)) + v;
+    const uint now = (uint)(bf16 ? bf16_bits(sum) : half_bits(sum));
+    old = atomic_cmpxchg(q, seen, (seen & ~(0xffffu << shift)) | (now << shift));
+  } while (old != seen);
+}
+)CLC";
+
+int element_size(kpdrDtype dtype) {
+  switch (dtype) {
+    case KPDR_DTYPE_FLOAT32: case KPDR_DTYPE_INT32: return 4;
+    case KPDR_DTYPE_FLOAT16: case KPDR_DTYPE_BFLOAT16: return 2;
+    case KPDR_DTYPE_BOOL: return 1;
+    case KPDR_DTYPE_INT64: return 8;
+  }
+  return 0;
+}
+
+const char* bits_type(int size) {
+  return size == 8 ? "ulong" : size == 4 ? "uint" : size == 2 ? "ushort" : "uchar";
+}
+
+bool float_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLOAT16; }
+
+// What one generated program depends on.
+struct Shape {
+  bool scatter;
+  kpdrDtype dtype;
+  int ndim, num_indices;
+  int index_dtypes[KPDR_MAX_DIMS];
+  bool accumulate, scale, skip, error, wrap;
+  std::string key() const {
+    std::string k = std::string(scatter ? "sc" : "ga") + std::to_string(dtype) + "d" + std::to_string(ndim) + "i";
+    for (int j = 0; j < num_indices; ++j) k += std::to_string(index_dtypes[j]);
+    return k + (accumulate ? "A" : "") + (scale ? "S" : "") + (skip ? "K" : "") + (error ? "E" : "") + (wrap ? "W" : "");
+  }
+};
+
+std::string source(const Shape& s) {
+  const int size = element_size(s.dtype);
+  const std::string T = bits_type(size);
+  std::string src = kIndexPrelude;
+  src += "__kernel void kp_index(BUF(dense), long8 ds, BUF(indexed), long8 xs";
+  for (int k = 0; k < s.num_indices; ++k) {
+    const std::string n = std::to_string(k);
+    src += ", BUF(i" + n + "), long8 is" + n + ", long size" + n + ", long stride" + n;
+  }
+  src += ", long8 sz, long n, float alpha, long skip_value, BUF(err)) {\n";
+  src += " for (long g = get_global_id(0); g < n; g += get_global_size(0)) {\n";
+  src += "  long rest = g, d = 0, x = 0";
+  for (int k = 0; k < s.num_indices; ++k) src += ", o" + std::to_string(k) + " = 0";
+  src += ";\n";
+  for (int dim = s.ndim - 1; dim >= 0; --dim) {
+    const std::string c = ".s" + std::to_string(dim);
+    src += "  { const long i = rest % sz" + c + "; rest /= sz" + c + "; d += i * ds" + c + "; x += i * xs" + c + ";";
+    for (int k = 0; k < s.num_indices; ++k) {
+      const std::string n = std::to_string(k);
+      src += " o" + n + " += i * is" + n + c + ";";
+    }
+    src += " }\n";
+  }
+  src += "  int bad = 0;\n  long first = 0;\n";
+  for (int k = 0; k < s.num_indices; ++k) {
+    const std::string n = std::to_string(k);
+    const std::string type = s.index_dtypes[k] == KPDR_DTYPE_INT32 ? "int" : "long";
+    src += "  if (!bad) {\n   long v = (long)((const __global " + type + "*)PTR(i" + n + "))[o" + n + "];\n";
+    if (k == 0) src += "   first = v;\n";
+    src += "   if (v < " + std::string(s.wrap ? "-size" + n : "0") + " || v >= size" + n + ") {\n    bad = 1;\n";
+    if (s.error) {
+      src += "    ((__global long*)PTR(err))[1] = v;\n    ((__global long*)PTR(err))[0] = " + std::to_string(k + 1) + ";\n";
+    }
+    src += "   } else {\n    x += (v < 0 ? v + size" + n + " : v) * stride" + n + ";\n   }\n  }\n";
+  }
+  if (!s.scatter) {
+    src += "  ((__global " + T + "*)PTR(dense))[d] = bad ? (" + T + ")0 : ((const __global " + T + "*)PTR(indexed))[x];\n";
+  } else {
+    src += "  if (bad";
+    if (s.skip) src += " || first == skip_value";
+    src += ") continue;\n";
+    const std::string dt = std::to_string(s.dtype);
+    if (s.accumulate) {
+      src += "  const float v = alpha * ldf" + dt + "(PTR(dense), d);\n";
+      if (s.dtype == KPDR_DTYPE_FLOAT32) src += "  add0(indexed_b, indexed_o + (ulong)x * 4, v);\n";
+      else src += "  add16(indexed_b, indexed_o + (ulong)x * 2, v, " + std::string(s.dtype == KPDR_DTYPE_BFLOAT16 ? "1" : "0") + ");\n";
+    } else if (s.scale) {
+      src += "  stf" + dt + "(PTR(indexed), x, alpha * ldf" + dt + "(PTR(dense), d));\n";
+    } else {
+      src += "  ((__global " + T + "*)PTR(indexed))[x] = ((const __global " + T + "*)PTR(dense))[d];\n";
+    }
+  }
+  src += " }\n}\n";
+  return src;
+}
+
+// Kernel arguments and the allocations that must outlive the enqueue.
+class Launch {
+ public:
+  Launch(Runtime* runtime, int device, const char* api) : runtime_(runtime), device_(device), api_(api) {}
+  kpdrError_t tensor(const void* ptr, const std::string& name) {
+    if (ptr == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " is NULL");
+    DeviceRange range;
+    if (!runtime_->device_memory().find(ptr, &range)) {
+      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " is not device memory of this runtime");
+    }
+    if (range.allocation->device != device_) {
+      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " lives on device " +
+                                                std::to_string(range.allocation->device) +
+                                                " but the stream belongs to device " + std::to_string(device_));
+    }
+    const cl_mem mem = range.allocation->mem;
+    const uint64_t offset = range.offset;
+    add(&mem, sizeof(mem));
+    add(&offset, sizeof(offset));
+    holders_.push_back(range.allocation);
+    return KPDR_SUCCESS;
+  }
+  void i64(int64_t v) { add(&v, sizeof(v)); }
+  void f32(float v) { add(&v, sizeof(v)); }
+  void long8(const int64_t* v, int count) {
+    int64_t values[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    for (int i = 0; i < count; ++i) values[i] = v[i];
+    add(values, sizeof(values));
+  }
+  kpdrError_t run(Kernel* kernel, Stream& stream, size_t global, size_t local) {
+    const ClApi& cl = runtime_->cl();
+    std::lock_guard<std::mutex> lock(kernel->mutex);
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const cl_int status = cl.SetKernelArg(kernel->kernel, static_cast<unsigned>(i), args_[i].size(), args_[i].data());
+      if (status != CL_SUCCESS) {
+        return fail(KPDR_ERROR_UNKNOWN, std::string(api_) + ": clSetKernelArg(" + std::to_string(i) +
+                                            ") failed with " + cl_error_name(status));
+      }
+    }
+    return stream.submit(api_, [&](cl_command_queue queue, cl_event* done) {
+      return cl.EnqueueNDRangeKernel(queue, kernel->kernel, 1, nullptr, &global, &local, 0, nullptr, done);
+    });
+  }
+
+ private:
+  void add(const void* value, size_t size) {
+    const auto* bytes = static_cast<const unsigned char*>(value);
+    args_.emplace_back(bytes, bytes + size);
+  }
+  Runtime* runtime_;
+  int device_;
+  const char* api_;
+  std::vector<std::vector<unsigned char>> args_;
+  std::vector<std::shared_ptr<Allocation>> holders_;
+};
+
+kpdrError_t kernel_for(Runtime* runtime, int device, const Shape& shape, Kernel** kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, std::string>, Kernel*> kernels;
+  const std::string key = shape.key();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = kernels.find({device, key});
+    if (it != kernels.end()) {
+      *kernel = it->second;
+      return KPDR_SUCCESS;
+    }
+  }
+  if (kpdrError_t error = runtime->kernels().get_generated(device, source(shape), key, "kp_index", kernel)) {
+    return error;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  kernels[{device, key}] = *kernel;
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t run_index(const char* api, bool scatter, const kpdrIndexArgs* a, kpdrStream_t handle) {
+  try {
+    const std::string name(api);
+    Runtime* runtime = nullptr;
+    if (kpdrError_t error = Runtime::acquire(&runtime)) return error;
+    if (handle == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": stream is NULL");
+    std::shared_ptr<Stream> stream = runtime->streams().find(handle);
+    if (stream == nullptr) return fail(KPDR_ERROR_INVALID_HANDLE, name + ": unknown stream handle");
+    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": args is NULL");
+    if (a->ndim < 0 || a->ndim > KPDR_MAX_DIMS) {
+      return fail(KPDR_ERROR_INVALID_VALUE, name + ": ndim " + std::to_string(a->ndim) + " is outside 0.." +
+                                                std::to_string(KPDR_MAX_DIMS));
+    }
+    if (a->num_indices < 1 || a->num_indices > KPDR_MAX_DIMS) {
+      return fail(KPDR_ERROR_INVALID_VALUE, name + ": num_indices " + std::to_string(a->num_indices) +
+                                                " is outside 1.." + std::to_string(KPDR_MAX_DIMS));
+    }
+    if (element_size(a->dtype) == 0) return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
+    int64_t n = 1;
+    for (int d = 0; d < a->ndim; ++d) {
+      if (a->sizes[d] < 0) return fail(KPDR_ERROR_INVALID_VALUE, name + ": negative size");
+      n *= a->sizes[d];
+    }
+    Shape shape{};
+    shape.scatter = scatter;
+    shape.dtype = a->dtype;
+    shape.ndim = a->ndim;
+    shape.num_indices = a->num_indices;
+    for (int k = 0; k < a->num_indices; ++k) {
+      const int t = a->indices[k].dtype;
+      if (t != KPDR_DTYPE_INT64 && t != KPDR_DTYPE_INT32) {
+        return fail(KPDR_ERROR_INVALID_VALUE, name + ": indices[" + std::to_string(k) + "] must be INT64 or INT32");
+      }
+      shape.index_dtypes[k] = t;
+    }
+    shape.accumulate = scatter && a->accumulate != 0;
+    shape.scale = scatter && a->alpha != 1.0;
+    shape.skip = scatter && a->skip != 0;
+    shape.error = a->error != nullptr;
+    shape.wrap = a->wrap != 0;
+    if ((shape.accumulate || shape.scale) && !float_dtype(a->dtype)) {
+      return fail(KPDR_ERROR_NOT_SUPPORTED, name + ": accumulating or scaling integers is not supported here");
+    }
+    if (n == 0) return KPDR_SUCCESS;
+    const int device = stream->device();
+    Launch args(runtime, device, api);
+    if (kpdrError_t e = args.tensor(a->dense, "dense")) return e;
+    args.long8(a->dense_strides, a->ndim);
+    if (kpdrError_t e = args.tensor(a->indexed, "indexed")) return e;
+    args.long8(a->indexed_strides, a->ndim);
+    for (int k = 0; k < a->num_indices; ++k) {
+      if (kpdrError_t e = args.tensor(a->indices[k].data, "indices[" + std::to_string(k) + "].data")) return e;
+      args.long8(a->indices[k].strides, a->ndim);
+      args.i64(a->indices[k].size);
+      args.i64(a->indices[k].stride);
+    }
+    args.long8(a->sizes, a->ndim);
+    args.i64(n);
+    args.f32(static_cast<float>(a->alpha));
+    args.i64(a->skip_value);
+    // Without an error buffer, dense's stands in (the kernel then never writes it).
+    if (kpdrError_t e = args.tensor(a->error != nullptr ? static_cast<const void*>(a->error) : a->dense, "error")) {
+      return e;
+    }
+    Kernel* kernel = nullptr;
+    if (kpdrError_t error = kernel_for(runtime, device, shape, &kernel)) return error;
+    const size_t wg = kernel->work_group;
+    const size_t cap = static_cast<size_t>(std::max(1, runtime->device(device).compute_units)) * wg * 32;
+    const size_t global = std::min((static_cast<size_t>(n) + wg - 1) / wg * wg, (cap + wg - 1) / wg * wg);
+    return args.run(kernel, *stream, global, wg);
+  } catch (const std::exception& error) {
+    return fail(KPDR_ERROR_UNKNOWN, std::string(api) + ": internal error: " + error.what());
+  }
+}
+
+}  // namespace
+
+kpdrError_t gather(const kpdrIndexArgs* args, kpdrStream_t stream) {
+  return run_index("gather", false, args, stream);
+}
+
+kpdrError_t scatter(const kpdrIndexArgs* args, kpdrStream_t stream) {
+  return run_index("scatter", true, args, stream);
+}
+
+}  // namespace kpdr_opencl
