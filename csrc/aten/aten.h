@@ -82,6 +82,15 @@ int64_t route_composite_ops(
 // tensors (native/attention.cpp): host-addressable memory and both kernels found.
 namespace native {
 bool host_flash_attention();
+// While set on the calling thread (Inductor tracing a graph on host-addressable
+// memory: compile_registration.py), attention with more than one query also
+// takes ATen's CPU flash attention without a gradient: it runs on the calling
+// thread's intra-op (OpenMP) threads like the graph's C++ kernels, where the
+// runtime's prefill kernel would hand each call to the stream's worker and the
+// kernel library's own pool and back. False when host_flash_attention() is.
+bool prefer_host_flash_attention();
+// Sets it for the calling thread; returns the previous setting.
+bool set_prefer_host_flash_attention(bool prefer);
 } // namespace native
 
 // The glue's Python calls (python_bindings.cpp), added by csrc/python.

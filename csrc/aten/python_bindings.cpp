@@ -44,6 +44,7 @@ void init_aten_bindings(py::module_& m) {
     }
     return l;
   });
+  m.def("_set_prefer_host_flash_attention", &native::set_prefer_host_flash_attention);
   m.def("_reset_fallback_stats", &reset_fallback_stats);
   m.def("_set_fallback_mode", [](const std::string& mode) { set_fallback_mode(parse_mode(mode)); });
   m.def("_get_fallback_mode", [] {

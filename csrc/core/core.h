@@ -219,6 +219,9 @@ inline const char* kernel_name(const kpdrMatmulVecArgs&) { return "matmul_vec"; 
 inline const char* kernel_name(const kpdrGemmArgs&) { return "gemm"; }
 inline const char* kernel_name(const kpdrPointwiseArgs&) { return "pointwise"; }
 inline const char* kernel_name(const kpdrReduceArgs&) { return "reduce"; }
+inline const char* kernel_name(const kpdrSoftmaxDimArgs&) { return "softmax_dim"; }
+inline const char* kernel_name(const kpdrNllLossArgs&) { return "nll_loss"; }
+inline const char* kernel_name(const kpdrLayerNormArgs&) { return "layer_norm"; }
 
 } // namespace activity
 

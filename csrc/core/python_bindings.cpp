@@ -150,6 +150,13 @@ void init_core_bindings(py::module_& m) {
     py::gil_scoped_release no_gil;
     KPDR_CHECK(rt().DeviceSynchronize(d));
   });
+  // Inductor's wrapper calls this before each C++ kernel of a my_asic graph
+  // (asic/inductor.py): an atomic compare when the stream is idle.
+  m.def("_wait_current_stream", [](int64_t i) {
+    const auto d = device_arg(i);
+    py::gil_scoped_release no_gil;
+    wait_current_stream(d);
+  });
   m.def("_mem_get_info", [](int64_t i) { return device_allocator().getMemoryInfo(device_arg(i)); });
   m.def("_memory_stats", [](int64_t i) { return memory_stats_dict(device_arg(i)); });
   m.def("_reset_peak_memory_stats", [](int64_t i) { device_allocator().resetPeakStats(device_arg(i)); });

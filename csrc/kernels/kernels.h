@@ -86,5 +86,11 @@ void gemm(const kpdrGemmArgs& args);
 void pointwise(const kpdrPointwiseArgs& args);
 void reduce(const kpdrReduceArgs& args);
 int pointwise_arity(int32_t op);
+// The softmax family over any dim, nll_loss, layer_norm, and reduce's
+// ARGMAX/ARGMIN/VAR/STD and integer SUM (losses.cpp; reduce() passes those on).
+void softmax_dim(const kpdrSoftmaxDimArgs& args);
+void nll_loss(const kpdrNllLossArgs& args);
+void layer_norm(const kpdrLayerNormArgs& args);
+void reduce_statistics(const kpdrReduceArgs& args);
 
 }  // namespace kp

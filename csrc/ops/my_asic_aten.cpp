@@ -36,8 +36,13 @@ int64_t fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Ten
   // A call that needs a gradient: the runtime's kernels have no backward, so
   // on host-addressable memory ATen's CPU flash attention pair serves it
   // (aten/native/attention.cpp), under ATen's own CPU constraints.
+  // Inside an Inductor graph on host memory, prefill without a gradient too
+  // (aten.h: prefer_host_flash_attention); decode (one query) keeps the
+  // runtime's split-K kernel, which beats ATen's on many cores (docs/kernels.md).
   const bool needs_grad = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  if (needs_grad && native::host_flash_attention()) {
+  const auto q_len = q.dim() == 4 ? q.sym_size(2).maybe_as_int() : std::nullopt;
+  const bool host_prefill = native::prefer_host_flash_attention() && q_len.has_value() && *q_len > 1;
+  if ((needs_grad || host_prefill) && native::host_flash_attention()) {
     const int64_t cpu_choice =
         at::native::_fused_sdp_choice_cpp(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
     if (cpu_choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) {

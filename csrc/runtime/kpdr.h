@@ -138,8 +138,8 @@ KPDR_API kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEven
  *  - Every pointer is device memory of the stream's device (the caller has
  *    checked devices, shapes and dtypes). Sizes and strides are in elements,
  *    not bytes. The innermost dimension of every tensor argument is
- *    contiguous (stride 1); the other strides are given (pointwise and
- *    reduce take any strides: kpdrOperand).
+ *    contiguous (stride 1); the other strides are given (pointwise, reduce,
+ *    softmax_dim and nll_loss take any strides).
  *  - A launch only enqueues: it returns once the arguments are validated and
  *    the work is queued on `stream`, which runs it in order with the stream's
  *    copies. The argument struct may be freed when the launch returns.
@@ -356,7 +356,20 @@ typedef enum kpdrReduceOp {
   KPDR_REDUCE_SUM = 0,            /* empty: 0 */
   KPDR_REDUCE_MEAN = 1,           /* sum / count; empty: NaN */
   KPDR_REDUCE_AMAX = 2,           /* NaN propagates; empty: not called */
-  KPDR_REDUCE_AMIN = 3
+  KPDR_REDUCE_AMIN = 3,
+  /* Appended (the statistics; a runtime that predates them answers
+   * KPDR_ERROR_NOT_SUPPORTED). ARGMAX/ARGMIN write an INT64 out: the
+   * row-major index, over the reduced dimensions in order, of the first
+   * maximum (minimum); a NaN counts as both, so the first NaN wins, as in
+   * ATen. VAR/STD: sum((x - mean)^2) / max(0, count - correction), its
+   * square root for STD (so inf or NaN where the divisor is 0, as in ATen).
+   * Not called with an empty slice for ARGMAX/ARGMIN. SUM with out_dtype
+   * INT64 (appended likewise) sums BOOL, INT32 or INT64 inputs exactly in
+   * 64-bit integers: ATen's sum of bool and integer tensors. */
+  KPDR_REDUCE_ARGMAX = 4,
+  KPDR_REDUCE_ARGMIN = 5,
+  KPDR_REDUCE_VAR = 6,
+  KPDR_REDUCE_STD = 7
 } kpdrReduceOp;
 
 /* Reduces the input (`sizes`, in_strides) over the dimensions whose bit is
@@ -374,7 +387,100 @@ typedef struct kpdrReduceArgs {
   void* out;
   kpdrDtype out_dtype;
   int64_t out_strides[KPDR_MAX_DIMS];
+  double correction;              /* appended: VAR/STD only (Bessel's: 1) */
 } kpdrReduceArgs;
+
+/* Softmax family over dimension `dim` of an N-d strided tensor (`sizes`; any
+ * strides, as kpdrOperand: `value` unused). Forward (x = the input):
+ *   SOFTMAX:           out = exp(x - max) / sum(exp(x - max))
+ *   LOG_SOFTMAX:       out = x - max - log(sum(exp(x - max)))
+ * Backward (x = the forward's output y, grad = the incoming gradient g):
+ *   SOFTMAX_BACKWARD:     out = y * (g - sum(g * y))
+ *   LOG_SOFTMAX_BACKWARD: out = g - exp(y) * sum(g)
+ * Sums run over `dim`, in float32. Dtypes are any float dtypes, each its
+ * own (ATen's half_to_float: x half, out float32). out overlaps no input. */
+typedef enum kpdrSoftmaxOp {
+  KPDR_SOFTMAX = 0,
+  KPDR_LOG_SOFTMAX = 1,
+  KPDR_SOFTMAX_BACKWARD = 2,
+  KPDR_LOG_SOFTMAX_BACKWARD = 3
+} kpdrSoftmaxOp;
+
+typedef struct kpdrSoftmaxDimArgs {
+  int32_t op;                     /* kpdrSoftmaxOp */
+  int32_t ndim;                   /* 1..KPDR_MAX_DIMS */
+  int32_t dim;                    /* 0..ndim-1 */
+  int64_t sizes[KPDR_MAX_DIMS];
+  void* out;
+  kpdrDtype out_dtype;
+  int64_t out_strides[KPDR_MAX_DIMS];
+  kpdrOperand x;
+  kpdrOperand grad;               /* backward only */
+} kpdrSoftmaxDimArgs;
+
+/* Negative log likelihood over input [batch, classes, spatial] (log
+ * probabilities; nll_loss is spatial 1, nll_loss2d spatial H*W) with
+ * integer targets [batch, spatial] (INT64 or INT32) and optional class
+ * weights w [classes] (NULL: ones). A target equal to ignore_index weighs 0.
+ * Forward (backward == 0), per element e = (n, s) with t = target[e]:
+ *   loss[e] = -w[t] * input[n, t, s];  total_weight = sum_e w[t]
+ *   reduction 0 (none): out[e] = loss[e] through out_strides;
+ *   1 (mean): out[0] = sum_e loss[e] / total_weight (all ignored: NaN);
+ *   2 (sum):  out[0] = sum_e loss[e].
+ *   total_weight[0] is written for every reduction (0 for none).
+ * Backward (backward == 1): every element of grad_input is written:
+ *   grad_input[n, t, s] = -w[t] * g(e) where t is a valid target, 0 elsewhere;
+ *   g(e) = grad_output[e] (none), grad_output[0] / total_weight[0] (mean),
+ *   grad_output[0] (sum).
+ * A target outside [0, classes) other than ignore_index cannot be reported
+ * from a queued kernel: its loss is NaN and its gradient row 0 (ATen raises
+ * on the CPU; the caller checks targets where it must). Float tensors are
+ * all of `dtype`; arithmetic in float32. */
+typedef struct kpdrNllLossArgs {
+  int32_t backward;
+  int32_t reduction;              /* 0 none, 1 mean, 2 sum (ATen's Reduction) */
+  kpdrDtype dtype;
+  kpdrDtype target_dtype;
+  int64_t batch, classes, spatial;
+  int64_t ignore_index;
+  const void* input;      int64_t input_strides[3];      /* forward */
+  void* grad_input;       int64_t grad_input_strides[3]; /* backward */
+  const void* target;     int64_t target_strides[2];
+  const void* weight;     int64_t weight_stride;         /* may be NULL */
+  void* out;                                             /* forward */
+  const void* grad_output;                               /* backward */
+  int64_t out_strides[2];         /* of out / grad_output for reduction none */
+  void* total_weight;             /* forward writes it, backward reads it */
+} kpdrNllLossArgs;
+
+/* Layer norm of each row of `cols` (rows contiguous, row strides given):
+ * forward (backward == 0):
+ *   mean[r] = mean(x[r]), rstd[r] = 1 / sqrt(var(x[r]) + eps) (biased var),
+ *   out[r][i] = (x[r][i] - mean[r]) * rstd[r] * weight[i] + bias[i]
+ *   (weight, bias may be NULL: 1 and 0).
+ * backward (backward == 1), with xhat = (x - mean) * rstd from the saved
+ * mean and rstd, and gw = grad_out * weight:
+ *   grad_input[r][i] = rstd[r] * (gw - mean(gw[r]) - xhat * mean(gw[r] * xhat[r]))
+ *   grad_weight[i] = sum_r grad_out[r][i] * xhat[r][i], grad_bias[i] = sum_r grad_out[r][i]
+ *   (each output NULL when not wanted; grad_weight/grad_bias are [cols]).
+ * x, out, grad_out, grad_input are of `dtype`; weight, bias, grad_weight,
+ * grad_bias of weight_dtype; mean and rstd [rows] of stats_dtype. */
+typedef struct kpdrLayerNormArgs {
+  int32_t backward;
+  kpdrDtype dtype, weight_dtype, stats_dtype;
+  int64_t rows, cols;
+  const void* x;          int64_t x_row_stride;
+  const void* weight;
+  const void* bias;
+  float eps;
+  void* mean;
+  void* rstd;
+  void* out;              int64_t out_row_stride;        /* forward */
+  const void* grad_out;   int64_t grad_out_row_stride;   /* backward */
+  void* grad_input;       int64_t grad_input_row_stride;
+  void* grad_weight;
+  void* grad_bias;
+} kpdrLayerNormArgs;
 
 /* The runtime's kernels. kernel_pytorch zero-fills the table and sets
  * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
@@ -394,6 +500,10 @@ typedef struct kpdrKernelTable {
   kpdrError_t (*gemm)(const kpdrGemmArgs* args, kpdrStream_t stream);
   kpdrError_t (*pointwise)(const kpdrPointwiseArgs* args, kpdrStream_t stream);
   kpdrError_t (*reduce)(const kpdrReduceArgs* args, kpdrStream_t stream);
+  /* Softmax family over any dim, nll_loss, layer_norm (appended likewise). */
+  kpdrError_t (*softmax_dim)(const kpdrSoftmaxDimArgs* args, kpdrStream_t stream);
+  kpdrError_t (*nll_loss)(const kpdrNllLossArgs* args, kpdrStream_t stream);
+  kpdrError_t (*layer_norm)(const kpdrLayerNormArgs* args, kpdrStream_t stream);
 } kpdrKernelTable;
 
 /* Optional. Fills `table` (see kpdrKernelTable); may be called before

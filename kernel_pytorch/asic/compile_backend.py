@@ -54,8 +54,16 @@ def my_asic_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
 # config.cuda_backend ("triton"), which steers dtype propagation. my_asic's
 # kernels are the CPU's C++ kernels, so its graphs compile with these set as
 # the CPU has them (only while a my_asic graph compiles).
+#
+# layout_optimization: with it on, Inductor makes a convolution's input and
+# weight channels-last but, on a device that is neither the CPU (oneDNN
+# lowering) nor CUDA, still expects the extern convolution to return the
+# contiguous layout it computed before; ATen's convolution returns channels
+# last for channels-last inputs, on my_asic as on the CPU, and the graph's
+# stride assertion fails (op_db's conv2d through compile).
 INDUCTOR_CONFIG = {
     "cuda_backend": "cpp",
+    "layout_optimization": False,
     "loop_ordering_after_fusion": False,
     "loop_reindexing_after_fusion": False,
     "loop_index_inversion_in_fusion": False,

@@ -54,7 +54,17 @@ def _compile_fx(module) -> None:
         if where == "host_addressable" and any(getattr(module.config, k) != v for k, v in patches.items()):
             # compile_fx applies its patches, then calls itself without them: patch once
             kwargs["config_patches"] = {**patches, **(kwargs.get("config_patches") or {})}
-        return original(model, example_inputs, *args, **kwargs)
+        if where != "host_addressable":
+            return original(model, example_inputs, *args, **kwargs)
+        # Attention traced into this graph runs as its C++ kernels do: on this
+        # thread's intra-op threads (csrc/aten/aten.h, prefer_host_flash_attention).
+        from kernel_pytorch import _C
+
+        previous = _C._set_prefer_host_flash_attention(True)
+        try:
+            return original(model, example_inputs, *args, **kwargs)
+        finally:
+            _C._set_prefer_host_flash_attention(previous)
 
     compile_fx._my_asic_redirect = True
     compile_fx.__wrapped__ = original

@@ -22,6 +22,9 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen  # noqa: F401  (torch.my_asic.WrapperFxCodegen)
 
 DEVICE = "my_asic"
+# What the wrapper calls before each C++ kernel: waits for the device's current
+# stream (an atomic compare when it is idle, no Python stream object).
+WAIT_STREAM = "my_asic_wait_current_stream"
 
 
 def host_addressable() -> bool:
@@ -81,7 +84,8 @@ class MyAsicWrapperCodegen(PythonWrapperCodegen):
 
         device = device or V.graph.get_current_device_or_throw()
         if device.type == DEVICE and not triton:
-            self.writeline(f"torch.my_asic.current_stream({device.index or 0}).synchronize()")
+            self.add_import_once(f"from kernel_pytorch._C import _wait_current_stream as {WAIT_STREAM}")
+            self.writeline(f"{WAIT_STREAM}({device.index or 0})")
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)

@@ -48,24 +48,59 @@ def test_dynamo_knows_my_asic_as_a_device():
     assert interface.is_bf16_supported()
 
 
-@pytest.mark.usefixtures("host_addressable")
-def test_compiled_kernels_see_side_stream_work_after_an_event_wait():
-    # The side stream's copy is asynchronous (pinned source, non_blocking):
-    # only the event wait orders it before the compiled kernels.
-    compiled = torch.compile(lambda t: (t * 2 + 1).sum(dtype=torch.float64))
+SIDE_STREAM_THEN_COMPILED = """
+    import torch, kernel_pytorch
+    import kernel_pytorch.ops as kops
+    # The side stream's work is asynchronous: a copy from pinned memory (non_blocking)
+    # and a runtime kernel (the kernel table's rms_norm). Only the event wait orders it
+    # before the compiled function, which reads both results.
+    compiled = torch.compile(lambda t, u: (t * 2 + 1).sum(dtype=torch.float64) + u.sum(dtype=torch.float64))
     side = torch.my_asic.Stream()
     main = torch.my_asic.current_stream()
-    t = torch.empty(1 << 20, device="my_asic")
+    n = 1 << 20
+    t = torch.empty(n, device="my_asic")
+    weight = torch.ones(1024, device="my_asic")
     for i in range(100):
-        source = torch.full((1 << 20,), float(i), pin_memory=True)
+        source = torch.full((n,), float(i), pin_memory=True)
         with torch.my_asic.stream(side):
             t.copy_(source, non_blocking=True)
+            u = kops.rms_norm(t.view(1024, 1024), weight, 1e-6)
             done = torch.Event(device=torch.device("my_asic"))
             done.record(side)
         main.wait_event(done)
-        got = compiled(t)
-        assert got.item() == (1 << 20) * (2 * i + 1), f"run {i}"
+        got = compiled(t, u).item()
+        expected = n * (2 * i + 1) + (n if i else 0)  # rms_norm of a constant row: 1 (0 for zeros)
+        assert abs(got - expected) <= 1e-3 * n, f"run {i}: {got} != {expected}"
         side.synchronize()  # `source` may be freed now
+    print("100/100")
+"""
+
+
+@pytest.mark.parametrize("host_addressable", ["1", "0"], ids=["inductor", "my_asic_backend"])
+def test_compiled_function_sees_side_stream_work_after_an_event_wait(host_addressable):
+    # In a subprocess: a stream-order bug can crash (a kernel reading freed memory).
+    # Host-addressable memory compiles with Inductor; otherwise with the "my_asic" backend.
+    out = run_python(SIDE_STREAM_THEN_COMPILED, env={"MY_ASIC_HOST_ADDRESSABLE": host_addressable})
+    assert out.strip().splitlines()[-1] == "100/100"
+
+
+@pytest.mark.usefixtures("host_addressable")
+@pytest.mark.parametrize("queries, kernel", [(16, "_scaled_dot_product_flash_attention_for_cpu"),
+                                             (1, "_scaled_dot_product_fused_attention_overrideable")],
+                         ids=["prefill", "decode"])
+def test_attention_in_inductor_graphs_runs_on_the_host_threads_except_decode(queries, kernel):
+    # Prefill takes ATen's CPU flash attention on the host's OpenMP threads, as
+    # the graph's C++ kernels do; decode keeps the runtime's split-K kernel.
+    from torch._inductor.utils import run_and_get_code
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=queries > 1, enable_gqa=True) * 2
+
+    q, k, v = torch.randn(1, 4, queries, 8), torch.randn(1, 2, 16, 8), torch.randn(1, 2, 16, 8)
+    with torch.no_grad():
+        got, code = run_and_get_code(torch.compile(attend), q.to("my_asic"), k.to("my_asic"), v.to("my_asic"))
+    assert f"torch.ops.aten.{kernel}.default(" in code[0]
+    torch.testing.assert_close(got.cpu(), attend(q, k, v))
 
 
 def test_default_compile_without_host_addressable_memory_uses_the_my_asic_backend():

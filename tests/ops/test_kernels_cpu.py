@@ -20,7 +20,7 @@ def test_op_matches_reference_on_cpu(op, case, dtype, cpu_isa):
     assert problem is None, f"{op}[{case}] {dtype} at {cpu_isa}: {problem}"
 
 
-# The kernels that switch to non-temporal stores for large outputs (3/4 of one
+# The kernels that switch to non-temporal stores for large outputs (3/2 of one
 # CPU's share of the last-level cache); the cases are small, so the fixture
 # lowers the threshold.
 STREAMED = [(o, c) for o, c in all_case_ids()
@@ -50,7 +50,7 @@ def test_streaming_store_threshold_defaults_to_a_cache_sized_byte_count():
     from kernel_pytorch import _C
 
     default = _C._kp_streaming_stores_min_bytes()
-    assert 1 << 16 <= default <= 1 << 34  # 3/4 of one CPU's share of the last-level cache
+    assert 1 << 16 <= default <= 1 << 34  # 3/2 of one CPU's share of the last-level cache
     _C._kp_set_streaming_stores_min_bytes(123)
     try:
         assert _C._kp_streaming_stores_min_bytes() == 123

@@ -55,16 +55,25 @@ def from_bf16_bits(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
+# dtype -> (float32 array to stored array, stored array to float32 array)
+CODECS = {
+    DTYPE_FLOAT32: (lambda x: np.ascontiguousarray(x, dtype=np.float32), lambda x: x),
+    DTYPE_FLOAT16: (lambda x: np.ascontiguousarray(x, dtype=np.float16), lambda x: x.astype(np.float32)),
+    DTYPE_BFLOAT16: (to_bf16_bits, from_bf16_bits),
+}
+_STORED = {DTYPE_FLOAT32: np.float32, DTYPE_FLOAT16: np.float16, DTYPE_BFLOAT16: np.uint16}
+
+
 def gemm_case(runtime, *, batch, m, n, k, trans_a=0, trans_b=0, alpha=1.0, beta=0.0, dtype=DTYPE_FLOAT32,
-              pad=0, broadcast_b=False, seed=0):
+              pad=0, broadcast_b=False, seed=0, offset=0):
     """Runs one GEMM through the entry; returns (result, reference) as float32 arrays [batch, m, n].
 
     ``pad`` widens every stored row (ld = row length + pad); ``broadcast_b`` stores one B
-    with batch stride 0.
+    with batch stride 0; ``offset`` starts A, B and C that many elements into their
+    allocations (unaligned views).
     """
     rng = np.random.default_rng(seed)
-    encode = (lambda x: np.ascontiguousarray(x, dtype=np.float32)) if dtype == DTYPE_FLOAT32 else to_bf16_bits
-    decode = (lambda x: x) if dtype == DTYPE_FLOAT32 else from_bf16_bits
+    encode, decode = CODECS[dtype]
     a_rows, a_cols = (k, m) if trans_a else (m, k)
     b_rows, b_cols = (n, k) if trans_b else (k, n)
     b_batches = 1 if broadcast_b else batch
@@ -81,18 +90,20 @@ def gemm_case(runtime, *, batch, m, n, k, trans_a=0, trans_b=0, alpha=1.0, beta=
     stream = runtime.stream(0)
     buffers = {}
     keep = []
+    item = 4 if dtype == DTYPE_FLOAT32 else 2
+    skip = offset * item
     for name, array in (("a", a_store), ("b", b_store), ("c", c_store)):
-        data = encode(array).tobytes()
+        data = bytes(skip) + encode(array).tobytes()
         buffers[name] = runtime.malloc(0, len(data))
         keep.append(runtime.upload(buffers[name], data, stream))
     args = GemmArgs(dtype=dtype, batch=batch, m=m, n=n, k=k, trans_a=trans_a, trans_b=trans_b,
-                    a=buffers["a"], a_batch_stride=a_rows * (a_cols + pad), a_ld=a_cols + pad,
-                    b=buffers["b"], b_batch_stride=0 if broadcast_b else b_rows * (b_cols + pad), b_ld=b_cols + pad,
-                    c=buffers["c"], c_batch_stride=m * (n + pad), c_ld=n + pad, alpha=alpha, beta=beta)
+                    a=buffers["a"] + skip, a_batch_stride=a_rows * (a_cols + pad), a_ld=a_cols + pad,
+                    b=buffers["b"] + skip, b_batch_stride=0 if broadcast_b else b_rows * (b_cols + pad),
+                    b_ld=b_cols + pad,
+                    c=buffers["c"] + skip, c_batch_stride=m * (n + pad), c_ld=n + pad, alpha=alpha, beta=beta)
     runtime.check(gemm_entry(runtime)(ctypes.byref(args), stream))
-    item = 4 if dtype == DTYPE_FLOAT32 else 2
-    raw = runtime.download(buffers["c"], batch * m * (n + pad) * item, stream)
-    stored = np.frombuffer(raw, dtype=np.float32 if dtype == DTYPE_FLOAT32 else np.uint16)
+    raw = runtime.download(buffers["c"], skip + batch * m * (n + pad) * item, stream)[skip:]
+    stored = np.frombuffer(raw, dtype=_STORED[dtype])
     result = decode(stored.reshape(batch, m, n + pad))[:, :, :n]
     for address in buffers.values():
         runtime.check(runtime.kpdrFree(0, ctypes.c_void_p(address)))

@@ -18,10 +18,21 @@
 namespace kernel_pytorch::native {
 namespace {
 std::atomic<bool> g_registered{false};
+thread_local bool t_prefer_host = false;
 } // namespace
 
 bool host_flash_attention() {
   return g_registered.load(std::memory_order_acquire);
+}
+
+bool prefer_host_flash_attention() {
+  return t_prefer_host && host_flash_attention();
+}
+
+bool set_prefer_host_flash_attention(bool prefer) {
+  const bool previous = t_prefer_host;
+  t_prefer_host = prefer;
+  return previous;
 }
 
 void register_attention(Registrar& r) {

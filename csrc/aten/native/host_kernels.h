@@ -226,6 +226,11 @@ void register_runtime_gemm(Registrar& r);
 // reduce entries (runtime_pointwise.cpp, runtime_reduce.cpp), likewise.
 void register_runtime_pointwise(Registrar& r);
 void register_runtime_reduce(Registrar& r);
+// The softmax family, nll_loss and layer_norm (runtime_losses.cpp), and
+// argmax/argmin, var/std and the reductions' out= forms
+// (runtime_statistics.cpp) through their entries, likewise.
+void register_runtime_losses(Registrar& r);
+void register_runtime_statistics(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);

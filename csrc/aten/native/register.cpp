@@ -53,6 +53,8 @@ int64_t register_host_kernels() {
       register_runtime_gemm(r);
       register_runtime_pointwise(r);
       register_runtime_reduce(r);
+      register_runtime_losses(r);
+      register_runtime_statistics(r);
       names() = r.registered();
       return static_cast<int64_t>(names().size());
     }

@@ -26,5 +26,12 @@ bool runtime_fill(at::TensorIteratorBase& iter, double value);
 // dst.copy_(src) on one device through the entry (dtype casts, layout
 // changes); false when it cannot, and the caller copies another way.
 bool runtime_pointwise_copy(const at::Tensor& src, const at::Tensor& dst);
+// The reduced dimensions as a bit mask (all of them when `dims` is empty), or
+// nullopt for an out-of-range or repeated dimension (runtime_reduce.cpp).
+std::optional<uint32_t> reduce_mask(const at::Tensor& self, at::IntArrayRef dims);
+// sum of a bool, int32 or int64 tensor into int64 (ATen's default) through the
+// reduce entry; undefined when it cannot (runtime_statistics.cpp).
+at::Tensor runtime_integer_sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                               std::optional<at::ScalarType> dtype);
 
 }  // namespace kernel_pytorch::native

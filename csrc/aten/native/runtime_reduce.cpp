@@ -29,8 +29,9 @@ bool eligible(T self) {
          self.dim() <= KPDR_MAX_DIMS;
 }
 
-// The reduced dimensions as a bit mask (all of them when `dims` is empty), or
-// nullopt for an out-of-range or repeated dimension.
+}  // namespace
+
+// (runtime_pointwise.h; runtime_statistics.cpp shares it)
 std::optional<uint32_t> reduce_mask(T self, at::IntArrayRef dims) {
   const int64_t nd = self.dim();
   if (dims.empty()) return nd == 0 ? 0u : static_cast<uint32_t>((1ull << nd) - 1);
@@ -45,6 +46,8 @@ std::optional<uint32_t> reduce_mask(T self, at::IntArrayRef dims) {
   }
   return mask;
 }
+
+namespace {
 
 // Reduces self into a new tensor of `out_type`; undefined when the entry
 // cannot take the call.
@@ -87,6 +90,10 @@ template <int32_t op>
 struct SumMean {
   static at::Tensor functional(T self, at::OptionalIntArrayRef dim, bool keepdim,
                                std::optional<at::ScalarType> dtype) {
+    if (op == KPDR_REDUCE_SUM) {  // counts: sums of masks and integer tensors
+      at::Tensor r = runtime_integer_sum(self, dim, keepdim, dtype);
+      if (r.defined()) return r;
+    }
     if (eligible(self)) {
       if (auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}))) {
         at::Tensor r = reduce(self, *mask, keepdim, dtype.value_or(self.scalar_type()), op);

@@ -158,6 +158,7 @@ void pointwise(const kpdrPointwiseArgs& a) {
 }
 
 void reduce(const kpdrReduceArgs& a) {
+  if (a.op >= KPDR_REDUCE_ARGMAX || a.out_dtype == KPDR_DTYPE_INT64) return reduce_statistics(a);
   // Split the dimensions into kept (the output's) and reduced ones.
   int kept = 0, reduced = 0;
   int64_t kept_sizes[KPDR_MAX_DIMS], kept_in[KPDR_MAX_DIMS], kept_out[KPDR_MAX_DIMS];

@@ -92,15 +92,50 @@ kpdrError_t check_dtypes(const char* api, const kpdrPointwiseArgs& a) {
 }
 
 kpdrError_t check_dtypes(const char* api, const kpdrReduceArgs& a) {
-  if (a.op < KPDR_REDUCE_SUM || a.op > KPDR_REDUCE_AMIN) {
+  if (a.op < KPDR_REDUCE_SUM || a.op > KPDR_REDUCE_STD) {
     return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown op code " + std::to_string(a.op));
   }
   if (kpdrError_t error = check_dims(api, a.ndim, a.sizes)) return error;
   if ((a.reduce_mask >> a.ndim) != 0) {
     return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": reduce_mask names a dimension beyond ndim");
   }
-  const bool known = (float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL) && float_dtype(a.out_dtype);
+  const bool arg = a.op == KPDR_REDUCE_ARGMAX || a.op == KPDR_REDUCE_ARGMIN;
+  const bool integer_sum = a.op == KPDR_REDUCE_SUM && a.out_dtype == KPDR_DTYPE_INT64 &&
+                           (a.in_dtype == KPDR_DTYPE_BOOL || a.in_dtype == KPDR_DTYPE_INT32 ||
+                            a.in_dtype == KPDR_DTYPE_INT64);
+  const bool known = integer_sum || ((float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL) &&
+                                     (arg ? a.out_dtype == KPDR_DTYPE_INT64 : float_dtype(a.out_dtype)));
   if (!known) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t check_dtypes(const char* api, const kpdrSoftmaxDimArgs& a) {
+  if (a.op < KPDR_SOFTMAX || a.op > KPDR_LOG_SOFTMAX_BACKWARD) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown op code " + std::to_string(a.op));
+  }
+  if (kpdrError_t error = check_dims(api, a.ndim, a.sizes)) return error;
+  if (a.dim < 0 || a.dim >= a.ndim) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": dim outside 0..ndim-1");
+  const bool backward = a.op >= KPDR_SOFTMAX_BACKWARD;
+  if (!float_dtype(a.out_dtype) || !float_dtype(a.x.dtype) || (backward && !float_dtype(a.grad.dtype))) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  }
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t check_dtypes(const char* api, const kpdrNllLossArgs& a) {
+  if (a.reduction < 0 || a.reduction > 2) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": reduction not 0, 1 or 2");
+  if (a.batch < 0 || a.classes < 0 || a.spatial < 0) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": negative size");
+  if (!float_dtype(a.dtype) || (a.target_dtype != KPDR_DTYPE_INT64 && a.target_dtype != KPDR_DTYPE_INT32)) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  }
+  return KPDR_SUCCESS;
+}
+
+kpdrError_t check_dtypes(const char* api, const kpdrLayerNormArgs& a) {
+  if (a.rows < 0 || a.cols < 0) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": negative size");
+  if (!float_dtype(a.dtype) || !float_dtype(a.weight_dtype) || !float_dtype(a.stats_dtype)) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  }
   return KPDR_SUCCESS;
 }
 
@@ -241,6 +276,63 @@ kpdrError_t reduce(const kpdrReduceArgs* args, kpdrStream_t stream) {
   });
 }
 
+kpdrError_t softmax_dim(const kpdrSoftmaxDimArgs* args, kpdrStream_t stream) {
+  return launch("softmax_dim", args, stream, &kp::softmax_dim, [](Resolver& r, kpdrSoftmaxDimArgs& a) {
+    if (element_count(a.ndim, a.sizes) == 0) {
+      a.ndim = 1;  // no row: nothing is read or written
+      a.dim = 0;
+      a.sizes[0] = 0;
+      return KPDR_SUCCESS;
+    }
+    KP_RESOLVE(out); KP_RESOLVE(x.data);
+    if (a.op >= KPDR_SOFTMAX_BACKWARD) KP_RESOLVE(grad.data);
+    return KPDR_SUCCESS;
+  });
+}
+
+kpdrError_t nll_loss(const kpdrNllLossArgs* args, kpdrStream_t stream) {
+  return launch("nll_loss", args, stream, &kp::nll_loss, [](Resolver& r, kpdrNllLossArgs& a) {
+    const bool empty = a.batch * a.spatial == 0;
+    if (a.backward) {
+      if (empty || a.classes == 0) {
+        a.batch = a.spatial = 0;  // grad_input has no element
+        return KPDR_SUCCESS;
+      }
+      KP_RESOLVE(grad_input); KP_RESOLVE(grad_output); KP_RESOLVE(target);
+      KP_RESOLVE(weight, true);
+      KP_RESOLVE(total_weight, a.reduction != 1);
+      return KPDR_SUCCESS;
+    }
+    KP_RESOLVE(out, empty && a.reduction == 0);
+    KP_RESOLVE(total_weight);
+    if (!empty) { KP_RESOLVE(input); KP_RESOLVE(target); }
+    KP_RESOLVE(weight, true);
+    return KPDR_SUCCESS;
+  });
+}
+
+kpdrError_t layer_norm(const kpdrLayerNormArgs* args, kpdrStream_t stream) {
+  return launch("layer_norm", args, stream, &kp::layer_norm, [](Resolver& r, kpdrLayerNormArgs& a) {
+    KP_RESOLVE(weight, true); KP_RESOLVE(bias, true);
+    if (a.rows == 0 || a.cols == 0) {
+      if (a.backward && a.cols > 0) {  // rows == 0: the parameter gradients are sums of nothing
+        KP_RESOLVE(grad_weight, true); KP_RESOLVE(grad_bias, true);
+        a.grad_input = nullptr;
+        return KPDR_SUCCESS;
+      }
+      a.rows = a.cols = 0;
+      a.grad_input = a.grad_weight = a.grad_bias = a.mean = a.rstd = nullptr;
+      a.out = nullptr;
+      a.backward = 1;  // nothing to write
+      return KPDR_SUCCESS;
+    }
+    KP_RESOLVE(x); KP_RESOLVE(mean, !a.backward); KP_RESOLVE(rstd, !a.backward);
+    if (!a.backward) { KP_RESOLVE(out); return KPDR_SUCCESS; }
+    KP_RESOLVE(grad_out); KP_RESOLVE(grad_input, true); KP_RESOLVE(grad_weight, true); KP_RESOLVE(grad_bias, true);
+    return KPDR_SUCCESS;
+  });
+}
+
 #undef KP_RESOLVE
 
 }  // namespace
@@ -259,6 +351,9 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
   ours.gemm = &gemm;
   ours.pointwise = &pointwise;
   ours.reduce = &reduce;
+  ours.softmax_dim = &softmax_dim;
+  ours.nll_loss = &nll_loss;
+  ours.layer_norm = &layer_norm;
   // Write only what both sides know (either may be built against a newer kpdr.h).
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

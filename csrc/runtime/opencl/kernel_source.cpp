@@ -746,49 +746,6 @@ void kp_matmul_vec(long k, BUF(w), long ws, BUF(x), BUF(out)) {
   s = wg_sum(s, scratch);
   if (lid == 0) st(AT(T, out), n, s);
 }
-/* GEMM (kpdrGemmArgs): C = alpha * op(A) * op(B) + beta * C per batch.
- * A GT x GT work-group computes a GT x GT tile of C; each step stages a
- * GT-wide slice of op(A) and op(B) in local memory (as float, padded by one
- * column against bank conflicts) so every element read from global memory
- * serves GT products. Dimension 2 of the range is the batch. GT x GT never
- * exceeds the program's work-group size. */
-#if KP_WG >= 256
-#define GT 16
-#elif KP_WG >= 64
-#define GT 8
-#else
-#define GT 4
-#endif
-__kernel __attribute__((reqd_work_group_size(GT, GT, 1)))
-void kp_gemm(long m, long n, long k, int ta, int tb,
-             BUF(a), long a_bs, long lda, BUF(b), long b_bs, long ldb,
-             BUF(c), long c_bs, long ldc, float alpha, float beta) {
-  __local float as[GT][GT + 1];
-  __local float bs[GT][GT + 1];
-  const int tx = get_local_id(0), ty = get_local_id(1);
-  const long j = get_group_id(0) * GT + tx;  /* column of C */
-  const long i = get_group_id(1) * GT + ty;  /* row of C */
-  const long batch = get_global_id(2);
-  const __global T* A = AT(T, a);
-  const __global T* B = AT(T, b);
-  __global T* C = AT(T, c);
-  const long a0 = batch * a_bs, b0 = batch * b_bs;
-  float acc = 0.0f;
-  for (long p0 = 0; p0 < k; p0 += GT) {
-    const long pa = p0 + tx, pb = p0 + ty;
-    as[ty][tx] = (i < m && pa < k) ? ld(A, a0 + (ta ? pa * lda + i : i * lda + pa)) : 0.0f;
-    bs[ty][tx] = (pb < k && j < n) ? ld(B, b0 + (tb ? j * ldb + pb : pb * ldb + j)) : 0.0f;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int q = 0; q < GT; ++q) acc += as[ty][q] * bs[q][tx];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (i < m && j < n) {
-    const long at = batch * c_bs + i * ldc + j;
-    /* beta == 0 never reads C: NaN there does not leak (BLAS semantics). */
-    const float prior = beta == 0.0f ? 0.0f : beta * ld(C, at);
-    st(C, at, alpha * acc + prior);
-  }
-}
 )CLC";
 
 }  // namespace kpdr_opencl

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "errors.h"
+#include "gemm.h"
 #include "kernel_cache.h"
 #include "kpdr.h"
+#include "losses.h"
 #include "pointwise.h"
 #include "runtime.h"
 
@@ -428,29 +430,6 @@ kpdrError_t matmul_vec(const kpdrMatmulVecArgs* a, kpdrStream_t stream) {
   });
 }
 
-kpdrError_t gemm(const kpdrGemmArgs* a, kpdrStream_t stream) {
-  return guarded("gemm", [&] {
-    if (a != nullptr && (a->batch < 0 || a->m < 0 || a->n < 0 || a->k < 0)) {
-      return fail(KPDR_ERROR_INVALID_VALUE, "gemm: negative size");
-    }
-    return entry("gemm", a, stream, [&](Launch& l) {
-      if (a->batch == 0 || a->m == 0 || a->n == 0) return KPDR_SUCCESS;
-      l.i64(a->m); l.i64(a->n); l.i64(a->k); l.i32(a->trans_a); l.i32(a->trans_b);
-      // k == 0 reads neither A nor B (beta * C): any buffer stands in for them.
-      KP_TRY(l.tensor(a->k > 0 ? a->a : a->c, "a")); l.i64(a->a_batch_stride); l.i64(a->a_ld);
-      KP_TRY(l.tensor(a->k > 0 ? a->b : a->c, "b")); l.i64(a->b_batch_stride); l.i64(a->b_ld);
-      KP_TRY(l.tensor(a->c, "c")); l.i64(a->c_batch_stride); l.i64(a->c_ld);
-      l.f32(a->alpha); l.f32(a->beta);
-      KP_TRY(l.fetch_work_group());
-      // The kernel's tile edge GT, as the program chose it from KP_WG.
-      const size_t tile = l.wg() >= 256 ? 16 : l.wg() >= 64 ? 8 : 4;
-      const size_t global[3] = {round_up(static_cast<size_t>(a->n), tile), round_up(static_cast<size_t>(a->m), tile), static_cast<size_t>(a->batch)};
-      const size_t local[3] = {tile, tile, 1};
-      return l.run("kp_gemm", 3, global, local);
-    });
-  });
-}
-
 #undef KP_TRY
 
 }  // namespace
@@ -469,9 +448,12 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.decode_attention = &decode_attention;
     ours.prefill_attention = &prefill_attention;
     ours.matmul_vec = &matmul_vec;
-    ours.gemm = &gemm;
+    ours.gemm = &kpdr_opencl::gemm;
     ours.pointwise = &kpdr_opencl::pointwise;
     ours.reduce = &kpdr_opencl::reduce;
+    ours.softmax_dim = &kpdr_opencl::softmax_dim;
+    ours.nll_loss = &kpdr_opencl::nll_loss;
+    ours.layer_norm = &kpdr_opencl::layer_norm;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

@@ -22,6 +22,7 @@ const std::map<std::string, std::string>& keys() {
       {"kernels", "MY_ASIC_OPENCL_KERNELS"},
       {"build_options", "MY_ASIC_OPENCL_BUILD_OPTIONS"},
       {"cache_dir", "MY_ASIC_OPENCL_CACHE_DIR"},
+      {"gemm", "MY_ASIC_OPENCL_GEMM"},
   };
   return k;
 }
@@ -82,6 +83,10 @@ kpdrError_t apply(const std::string& key, const std::string& value, const std::s
     o->build_options = value;
   } else if (key == "cache_dir") {
     o->cache_dir = value;
+  } else if (key == "gemm") {
+    if (value != "auto" && value != "portable" && value != "mma" && value != "mma_emulated")
+      return bad("auto, portable, mma (tensor cores through inline PTX, NVIDIA) or mma_emulated");
+    o->gemm = value;
   }
   return KPDR_SUCCESS;
 }

@@ -21,6 +21,7 @@ struct Options {
   bool kernels = true;       // kpdrGetKernels entries (0: every op through the CPU fallback)
   std::string build_options; // appended to the OpenCL C compiler options
   std::string cache_dir;     // compiled-kernel cache; "off" disables it
+  std::string gemm = "auto"; // GEMM kernel: auto | portable | mma | mma_emulated (gemm.cpp)
 };
 
 // Parses environment and `text`; on a bad value fails with INVALID_VALUE

@@ -1,0 +1,210 @@
+// argmax/argmin, var/std (and var_mean/std_mean) with a correction, and the
+// out= forms of sum/mean/amax/amin through the runtime's reduce entry
+// (kpdr.h: KPDR_REDUCE_ARGMAX .. STD) when device memory is not host
+// addressable. Results are allocated contiguous in their final shape, as
+// runtime_reduce.cpp does. What the entry cannot take (integer inputs, empty
+// arg-reductions, bad dims, more than KPDR_MAX_DIMS dimensions, a
+// NOT_SUPPORTED answer) runs through the counted CPU fallback, which also
+// raises ATen's errors.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "core/core.h"
+#include "host_kernels.h"
+#include "runtime_pointwise.h"
+
+namespace kernel_pytorch::native {
+namespace {
+
+using T = const at::Tensor&;
+
+bool eligible(T self) {
+  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 &&
+         self.layout() == at::kStrided && !self.is_neg() && !self.is_conj() && entry_float(self.scalar_type()) &&
+         self.dim() <= KPDR_MAX_DIMS;
+}
+
+// op over the dimensions of `mask` into a new tensor of `out_type` (kLong for
+// the arg-reductions and integer sums); undefined when the entry cannot take the call.
+at::Tensor reduce(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op, double correction = 0) {
+  const kpdrKernelTable& kernels = runtime_kernels();
+  const bool arg = op == KPDR_REDUCE_ARGMAX || op == KPDR_REDUCE_ARGMIN;
+  const bool to_long = arg || (op == KPDR_REDUCE_SUM && out_type == at::kLong);
+  if (kernels.reduce == nullptr || (to_long ? out_type != at::kLong : !entry_float(out_type))) return at::Tensor();
+  const int64_t nd = self.dim();
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!(mask & (1u << d))) shape.push_back(self.size(d));
+    else if (keepdim) shape.push_back(1);
+  }
+  at::Tensor result = at::empty(shape, self.options().dtype(out_type));
+  kpdrReduceArgs args{};
+  args.op = op;
+  args.ndim = static_cast<int32_t>(nd);
+  args.reduce_mask = mask;
+  switch (self.scalar_type()) {
+    case at::kLong: args.in_dtype = KPDR_DTYPE_INT64; break;
+    case at::kInt: args.in_dtype = KPDR_DTYPE_INT32; break;
+    default: args.in_dtype = *entry_dtype(self.scalar_type());
+  }
+  args.out_dtype = to_long ? KPDR_DTYPE_INT64 : *entry_dtype(out_type);
+  args.correction = correction;
+  int64_t j = 0;
+  for (int64_t d = 0; d < nd; ++d) {
+    args.sizes[d] = self.size(d);
+    args.in_strides[d] = self.stride(d);
+    const bool reduced = mask & (1u << d);
+    if (!reduced || keepdim) {
+      args.out_strides[d] = reduced ? 0 : result.stride(j);
+      ++j;
+    }
+  }
+  c10::DeviceGuard guard(self.device());
+  if (result.numel() == 0) return result;
+  args.in = self.numel() > 0 ? self.const_data_ptr() : nullptr;
+  args.out = result.mutable_data_ptr();
+  if (!launch_kernel(kernels.reduce, args, current_stream(self.device().index()))) return at::Tensor();
+  return result;
+}
+
+template <int32_t op>
+struct Arg {
+  static at::Tensor functional(T self, std::optional<int64_t> dim, bool keepdim) {
+    if (eligible(self)) {
+      std::optional<uint32_t> mask;
+      if (dim.has_value()) mask = reduce_mask(self, {*dim});
+      else if (self.numel() > 0) mask = reduce_mask(self, {});  // every dim: the flattened index
+      bool empty = false;
+      for (int64_t d = 0; mask && d < self.dim(); ++d) empty = empty || ((*mask & (1u << d)) && self.size(d) == 0);
+      if (mask && !empty) {
+        at::Tensor r = reduce(self, *mask, keepdim, at::kLong, op);
+        if (r.defined()) return r;
+      }
+    }
+    return run_on_fallback<at::Tensor, T, std::optional<int64_t>, bool>(reinterpret_cast<const void*>(&functional),
+                                                                        self, dim, keepdim);
+  }
+};
+
+using OptDims = at::OptionalIntArrayRef;
+using OptScalar = const std::optional<at::Scalar>&;
+
+// The correction as a double, or nullopt (complex or otherwise unusable: fallback).
+std::optional<double> correction_of(OptScalar correction) {
+  if (!correction.has_value()) return 1.0;
+  if (correction->isComplex()) return std::nullopt;
+  return correction->toDouble();
+}
+
+template <int32_t op>
+struct Moment {
+  static at::Tensor functional(T self, OptDims dim, OptScalar correction, bool keepdim) {
+    if (eligible(self)) {
+      auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
+      auto c = correction_of(correction);
+      if (mask && c) {
+        at::Tensor r = reduce(self, *mask, keepdim, self.scalar_type(), op, *c);
+        if (r.defined()) return r;
+      }
+    }
+    return run_on_fallback<at::Tensor, T, OptDims, OptScalar, bool>(reinterpret_cast<const void*>(&functional), self,
+                                                                    dim, correction, keepdim);
+  }
+  static std::tuple<at::Tensor, at::Tensor> with_mean(T self, OptDims dim, OptScalar correction, bool keepdim) {
+    if (eligible(self)) {
+      auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
+      auto c = correction_of(correction);
+      if (mask && c) {
+        at::Tensor v = reduce(self, *mask, keepdim, self.scalar_type(), op, *c);
+        at::Tensor m = v.defined() ? reduce(self, *mask, keepdim, self.scalar_type(), KPDR_REDUCE_MEAN) : v;
+        if (m.defined()) return {v, m};
+      }
+    }
+    return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, OptDims, OptScalar, bool>(
+        reinterpret_cast<const void*>(&with_mean), self, dim, correction, keepdim);
+  }
+};
+
+// The out= forms: the functional result through the entry, then resized into
+// `out` and copied there on the device (ATen's out= semantics: out's dtype
+// is the result's when none is given, and it must match for amax/amin).
+bool into(const at::Tensor& result, const at::Tensor& out) {
+  if (!result.defined()) return false;
+  at::native::resize_output(out, result.sizes());
+  out.copy_(result);
+  return true;
+}
+
+bool out_ok(T self, T out) {
+  return eligible(self) && out.device() == self.device() && out.layout() == at::kStrided &&
+         entry_float(out.scalar_type());
+}
+
+at::Tensor& sum_out(T self, OptDims dim, bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  if (out_ok(self, out) && (!dtype || *dtype == out.scalar_type())) {
+    if (auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}))) {
+      if (into(reduce(self, *mask, keepdim, out.scalar_type(), KPDR_REDUCE_SUM), out)) return out;
+    }
+  }
+  return run_on_fallback<at::Tensor&, T, OptDims, bool, std::optional<at::ScalarType>, at::Tensor&>(
+      reinterpret_cast<const void*>(&sum_out), self, dim, keepdim, dtype, out);
+}
+
+at::Tensor& mean_out(T self, OptDims dim, bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  if (out_ok(self, out) && (!dtype || *dtype == out.scalar_type())) {
+    if (auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}))) {
+      if (into(reduce(self, *mask, keepdim, out.scalar_type(), KPDR_REDUCE_MEAN), out)) return out;
+    }
+  }
+  return run_on_fallback<at::Tensor&, T, OptDims, bool, std::optional<at::ScalarType>, at::Tensor&>(
+      reinterpret_cast<const void*>(&mean_out), self, dim, keepdim, dtype, out);
+}
+
+template <int32_t op>
+struct ExtremeOut {
+  static at::Tensor& out_form(T self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+    if (out_ok(self, out) && out.scalar_type() == self.scalar_type()) {
+      auto mask = reduce_mask(self, dim);
+      bool empty = false;
+      for (int64_t d = 0; mask && d < self.dim(); ++d) empty = empty || ((*mask & (1u << d)) && self.size(d) == 0);
+      if (mask && !empty && into(reduce(self, *mask, keepdim, self.scalar_type(), op), out)) return out;
+    }
+    return run_on_fallback<at::Tensor&, T, at::IntArrayRef, bool, at::Tensor&>(
+        reinterpret_cast<const void*>(&out_form), self, dim, keepdim, out);
+  }
+};
+
+}  // namespace
+
+at::Tensor runtime_integer_sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                               std::optional<at::ScalarType> dtype) {
+  const at::ScalarType t = self.scalar_type();
+  if (!self.defined() || self.device().type() != c10::DeviceType::PrivateUse1 || self.layout() != at::kStrided ||
+      (t != at::kBool && t != at::kInt && t != at::kLong) || dtype.value_or(at::kLong) != at::kLong ||
+      self.dim() > KPDR_MAX_DIMS) {
+    return at::Tensor();
+  }
+  auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
+  return mask ? reduce(self, *mask, keepdim, at::kLong, KPDR_REDUCE_SUM) : at::Tensor();
+}
+
+void register_runtime_statistics(Registrar& r) {
+  if (runtime_kernels().reduce == nullptr) return;
+  r.impl("argmax", TORCH_FN(Arg<KPDR_REDUCE_ARGMAX>::functional));
+  r.impl("argmin", TORCH_FN(Arg<KPDR_REDUCE_ARGMIN>::functional));
+  r.impl("var.correction", TORCH_FN(Moment<KPDR_REDUCE_VAR>::functional));
+  r.impl("std.correction", TORCH_FN(Moment<KPDR_REDUCE_STD>::functional));
+  r.impl("var_mean.correction", TORCH_FN(Moment<KPDR_REDUCE_VAR>::with_mean));
+  r.impl("std_mean.correction", TORCH_FN(Moment<KPDR_REDUCE_STD>::with_mean));
+  r.impl("sum.IntList_out", TORCH_FN(sum_out));
+  r.impl("mean.out", TORCH_FN(mean_out));
+  r.impl("amax.out", TORCH_FN(ExtremeOut<KPDR_REDUCE_AMAX>::out_form));
+  r.impl("amin.out", TORCH_FN(ExtremeOut<KPDR_REDUCE_AMIN>::out_form));
+}
+
+}  // namespace kernel_pytorch::native
