@@ -166,6 +166,41 @@ def test_kernel_table_ops_on_misaligned_views_and_every_head_dim_match_the_cpu()
     """)
 
 
+def test_split_attention_kernel_regimes_match_the_cpu():
+    # The split kernel (one work-group per batch, kv head, 4 query heads and
+    # slice of the cache; teams of d / 8 work-items per row; warp shuffles on
+    # NVIDIA, local memory elsewhere): caches that end inside a block, GQA
+    # ratios 1, 4 and 8 (two groups of 4 heads), head sizes whose team is and
+    # is not a power of two, per-sequence lengths, and a batch of one that
+    # splits the cache across compute units and merges the slices.
+    run_on_opencl("""
+        import torch, kernel_pytorch
+        from kernel_pytorch import ops
+        torch.manual_seed(0)
+        dev = "my_asic"
+        tol = {torch.float32: dict(atol=2e-5, rtol=2e-5), torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
+        torch.my_asic.reset_fallback_stats()
+        for dt in (torch.float32, torch.bfloat16):
+            for d in (64, 96, 128):
+                for heads, kv_heads in ((1, 1), (4, 1), (8, 1), (8, 2)):
+                    for batch, cache, lengths in ((1, 1000, None), (2, 37, None), (2, 1000, [1000, 261])):
+                        q = torch.randn(batch, heads, d, dtype=dt)
+                        k, v = (torch.randn(batch, kv_heads, cache, d, dtype=dt) for _ in range(2))
+                        lens = None if lengths is None else torch.tensor(lengths)
+                        want = ops.decode_attention(q, k, v, lens, None)
+                        got = ops.decode_attention(q.to(dev), k.to(dev), v.to(dev),
+                                                   None if lens is None else lens.to(dev), None)
+                        torch.testing.assert_close(got.cpu(), want, **tol[dt], msg=f"{dt} d={d} {heads}/{kv_heads} {batch}x{cache}")
+                q = torch.randn(1, 8, 45, d, dtype=dt)
+                k, v = (torch.randn(1, 1, 47, d, dtype=dt) for _ in range(2))
+                want = ops.prefill_attention(q, k, v, True, None)
+                got = ops.prefill_attention(q.to(dev), k.to(dev), v.to(dev), True, None)
+                torch.testing.assert_close(got.cpu(), want, **tol[dt])
+        stats = torch.my_asic.fallback_stats()
+        assert not any(op.endswith(("decode_attention", "prefill_attention")) for op in stats), stats
+    """)
+
+
 def test_a_small_training_run_matches_the_cpu():
     out = run_on_opencl("""
         import json, torch, kernel_pytorch

@@ -94,8 +94,19 @@ KernelCache::~KernelCache() {
 }
 
 kpdrError_t KernelCache::build(int device_index, kpdrDtype dtype, Program* program) {
-  return build_source(device_index, kKernelSource, " -DKP_DTYPE=" + std::to_string(static_cast<int>(dtype)),
-                      dtype_name(dtype), program);
+  const std::string defines = " -DKP_DTYPE=" + std::to_string(static_cast<int>(dtype));
+  // NVIDIA's OpenCL compiler takes inline PTX: warp shuffles (KP_SHFL) let
+  // attention sum across work-items without barriers (work-groups of whole
+  // warps: KP_WG is a power of two, 32 or more). A driver that refuses them
+  // gets the portable program.
+  const Device& device = runtime_.device(device_index);
+  if (device.vendor.find("NVIDIA") != std::string::npos && device.max_work_group >= 32 &&
+      build_source(device_index, kKernelSource, defines + " -DKP_SHFL=1", dtype_name(dtype), program) ==
+          KPDR_SUCCESS) {
+    program->shuffles = true;
+    return KPDR_SUCCESS;
+  }
+  return build_source(device_index, kKernelSource, defines, dtype_name(dtype), program);
 }
 
 kpdrError_t KernelCache::build_source(int device_index, const std::string& source, const std::string& defines,
@@ -204,6 +215,7 @@ kpdrError_t KernelCache::kernel_of(Program* program, const char* name, Kernel** 
     entry = std::make_unique<Kernel>();
     entry->kernel = created;
     entry->work_group = program->work_group;
+    entry->shuffles = program->shuffles;
   }
   *kernel = entry.get();
   return KPDR_SUCCESS;

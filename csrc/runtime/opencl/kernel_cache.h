@@ -22,6 +22,7 @@ class Runtime;
 struct Kernel {
   cl_kernel kernel = nullptr;
   size_t work_group = 0;  // the KP_WG the program was built with
+  bool shuffles = false;  // the program was built with KP_SHFL (warp shuffles: kp_decode_attention_shfl)
   std::mutex mutex;
 };
 
@@ -42,6 +43,7 @@ class KernelCache {
   struct Program {
     cl_program program = nullptr;
     size_t work_group = 0;
+    bool shuffles = false;
     std::string error;  // set when the build failed
     kpdrError_t code = KPDR_SUCCESS;
     std::map<std::string, std::unique_ptr<Kernel>> kernels;

@@ -405,22 +405,34 @@ void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(
  *
  * A key (and value) row is read by tpr = d / 8 neighbouring work-items (a
  * "team"), each holding 8 of its dims as two 4-vectors d / 2 apart: a warp's
- * load covers whole rows, coalesced (the earlier kernel gave each work-item a
- * whole row: every load touched 32 rows). A block of bk keys is KP_KPT rows
- * per team; their dot products are summed across each team through local
- * memory (two barriers per block). Each work-item then keeps its own online
- * softmax over the keys it loaded (running max, sum, 8 dims of the weighted
- * values): no per-block work-group maximum. The work-group merges its teams
+ * load covers whole rows, coalesced. A block of bk keys is KP_KPT rows per
+ * team. Each work-item's pieces of the block's dot products are summed
+ * across its team, then it keeps its own online softmax over the keys it
+ * loaded (running max, sum, 8 dims of the weighted values): no work-group
+ * maximum per block. The next block's rows are loaded before this block is
+ * computed, so they are in flight meanwhile. The work-group merges its teams
  * once at the end and writes the partial result (m, l, acc[d]) of each head
  * for kp_attention_combine, or with one split the output itself.
+ *
+ * The team sum: kp_decode_attention_shfl (where the compiler offers a warp
+ * shuffle, KP_SHFL: NVIDIA; teams a power of two of work-items) sums with a
+ * butterfly of shuffles in registers, so its main loop has no barrier and
+ * every warp streams its rows on its own. kp_decode_attention_gqa sums in
+ * local memory (two barriers per block): portable.
+ *
+ * Every work-group computes KP_MAXG heads (those past the group's are zero
+ * queries, thrown away): no branches around loads or shuffles. On the H100
+ * the kernel takes 190 registers a work-item (-cl-nv-verbose), so one
+ * 256-wide work-group runs per compute unit: the host sizes the splits for
+ * one wave of them.
+ *
+ * Scores are in base 2 (q is scaled by scale * log2(e)): exp2 is one
+ * hardware instruction where exp is several; the partial maxima stay in
+ * base 2 and kp_attention_combine is told so.
  *
  * Prefill runs here too: each query row i (seq_q of them, q stride qs2) is
  * one more work-group dimension, seeing keys [0, i + causal_shift] when
  * causal (bottom-right aligned). Decode is seq_q = 1, not causal.
- *
- * q lives in local memory, not registers: at most 128 registers per
- * work-item let two work-groups share a compute unit (NVIDIA), and a single
- * one cannot keep enough loads in flight.
  *
  * Needs d a multiple of 8, 16 <= d <= WG, and k and v rows 4-element
  * aligned (strides multiples of 4, aligned buffers); the host checks and
@@ -431,149 +443,199 @@ void kp_decode_attention(long heads, long kv_heads, long cache_len, long d, BUF(
  * registers until used). */
 #if KP_DTYPE == 0
 #define KP_KPT 2
+#define EXP2 exp2
 typedef float4 V4;
 inline float4 widen(float4 v) { return v; }
-inline float4 ldv(const __global float* p, long i) { return *(const __global float4*)(p + i); }
+inline float4 ldv(const __global float* p) { return *(const __global float4*)p; }
 #elif KP_DTYPE == 1
 #define KP_KPT 4
+#define EXP2 native_exp2
 typedef float4 V4;  /* no half arithmetic without cl_khr_fp16: widened at the load */
 inline float4 widen(float4 v) { return v; }
-inline float4 ldv(const __global half* p, long i) { return vloada_half4((size_t)(i >> 2), p); }
+inline float4 ldv(const __global half* p) { return vloada_half4(0, p); }
 #else
 #define KP_KPT 4
-typedef ushort4 V4;
-inline float4 widen(ushort4 v) { return as_float4(convert_uint4(v) << 16); }
-inline ushort4 ldv(const __global ushort* p, long i) { return *(const __global ushort4*)(p + i); }
+#define EXP2 native_exp2
+/* four bfloat16 as two words: a bfloat16 is the high half of a float, so each
+ * widens with one shift or one mask */
+typedef uint2 V4;
+inline float4 widen(uint2 v) {
+  return (float4)(as_float(v.x << 16), as_float(v.x & 0xffff0000u), as_float(v.y << 16), as_float(v.y & 0xffff0000u));
+}
+inline uint2 ldv(const __global ushort* p) { return *(const __global uint2*)p; }
 #endif
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0,
-                             long qs1, BUF(k), long ks0, long ks1, long ks2, BUF(v), long vs0,
-                             long vs1, long vs2, BUF(lengths), int has_lengths, float scale,
-                             BUF(part), long splits, long chunk, long head_chunks, long seq_q,
-                             long qs2, int causal, long causal_shift, BUF(out), long os0, long os1,
-                             long os2) {
-  /* red: the dot products' pieces, one row of tpr + 1 floats (odd: no bank
-   * conflicts when summed) per (head, key); at the end the teams' values.
-   * sc: the block's scores; at the end the teams' maxima. */
-  __local float red[3 * KP_MAXG * KP_KPT * WG / 2];  /* tpr >= 2: rows of tpr + 1 <= 3 tpr / 2 */
-  __local float sc[KP_MAXG * KP_KPT * WG / 2];
-  __local float qs[KP_MAXG * WG];  /* q * scale, [head][dim] (the host keeps d <= WG) */
+#if defined(KP_SHFL)
+/* v of the work-item whose lane in the warp is this one's xor m (m < 32). */
+inline float xor_lane(float v, uint m) {
+  uint r;
+  __asm__ __volatile__("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(v)), "r"(m));
+  return as_float(r);
+}
+#endif
+/* A team's block of rows: KP_KPT keys (a, b: the two halves of its dims) and values. */
+typedef struct {
+  V4 ka[KP_KPT], kb[KP_KPT], va[KP_KPT], vb[KP_KPT];
+} Rows;
+/* Rows j0 + team + kk * teams (kp, vp: row j0 + team); rows past j_end load
+ * row j0 instead (no branch; the caller masks their scores). */
+inline Rows load_rows(const __global T* kp, const __global T* vp, long j0, long j_end, int team, int teams,
+                      long ks2, long vs2, int hoff) {
+  Rows r;
+  #pragma unroll
+  for (int kk = 0; kk < KP_KPT; ++kk) {
+    const long off = j0 + team + kk * teams < j_end ? (long)kk * teams : -(long)team;
+    const __global T* k = kp + off * ks2;
+    const __global T* v = vp + off * vs2;
+    r.ka[kk] = ldv(k);
+    r.kb[kk] = ldv(k + hoff);
+    r.va[kk] = ldv(v);
+    r.vb[kk] = ldv(v + hoff);
+  }
+  return r;
+}
+/* The body of both kernels; `shuffle` is a constant in each, so each keeps one team sum. */
+inline void decode_attention_body(const bool shuffle, long heads, long kv_heads, long cache_len, long d,
+                                  const __global T* q, long qs0, long qs1, const __global T* k, long ks0,
+                                  long ks1, long ks2, const __global T* v, long vs0, long vs1, long vs2,
+                                  const __global long* lengths, int has_lengths, float scale,
+                                  __global float* part, long splits, long chunk, long head_chunks,
+                                  long seq_q, long qs2, int causal, long causal_shift, __global T* out,
+                                  long os0, long os1, long os2, __local float* red, __local float* sc,
+                                  __local float4* qs) {
   const int lid = get_local_id(0);
   const int tpr = (int)(d / 8), teams = WG / tpr, bk = teams * KP_KPT;
-  const int t = lid % tpr, team = lid / tpr;
-  const bool member = team < teams;  /* WG need not be a multiple of tpr */
+  const int t = lid % tpr, team = min(lid / tpr, teams - 1);  /* spare work-items shadow the last team */
+  const bool member = lid / tpr < teams;  /* WG need not be a multiple of tpr */
   const long wg = get_group_id(0), split = get_group_id(1);
   const long row = wg % seq_q, hc = (wg / seq_q) % head_chunks, bkv = wg / seq_q / head_chunks;
   const long b = bkv / kv_heads, kvh = bkv % kv_heads;
   const long group = heads / kv_heads;
   const long h0 = kvh * group + hc * KP_MAXG;
   const int G = (int)min((long)KP_MAXG, group - hc * KP_MAXG);
-  long len = has_lengths ? AT(long, lengths)[b] : cache_len;
+  long len = has_lengths ? lengths[b] : cache_len;
   if (causal) len = clamp(row + causal_shift + 1, 0L, len);
   const long j_begin = split * chunk, j_end = min(len, j_begin + chunk);
-  const __global T* q = AT(T, q);
-  const __global T* k = AT(T, k);
-  const __global T* v = AT(T, v);
-  __global float* part = AT(float, part);
-  const long c0 = 4 * t, c1 = c0 + d / 2;
+  const int d4 = (int)d / 4, c0 = t, c1 = t + d4 / 2;  /* in float4s */
+  __local float* qf = (__local float*)qs;
+  for (int c = lid; c < KP_MAXG * d; c += WG) {  /* q rows need no alignment; heads past G are zero */
+    qf[c] = c / d < G ? ld(q, b * qs0 + (h0 + c / d) * qs1 + row * qs2 + c % d) * (scale * M_LOG2E_F) : 0.0f;
+  }
   float4 acca[KP_MAXG], accb[KP_MAXG];
   float m[KP_MAXG], l[KP_MAXG];
-  for (long c = lid; c < G * d; c += WG) {  /* q rows need no alignment */
-    qs[c] = ld(q, b * qs0 + (h0 + c / d) * qs1 + row * qs2 + c % d) * scale;
-  }
   #pragma unroll
   for (int g = 0; g < KP_MAXG; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
     acca[g] = accb[g] = (float4)(0.0f);
   }
+  /* this work-item's first key and value row; every block moves them bk rows on */
+  const __global T* kp = k + b * ks0 + kvh * ks1 + (j_begin + team) * ks2 + 4 * t;
+  const __global T* vp = v + b * vs0 + kvh * vs1 + (j_begin + team) * vs2 + 4 * t;
+  const int hoff = (int)d / 2;
+  Rows cur;  /* the first block is in flight across the barrier that publishes q */
+  if (j_begin < j_end) cur = load_rows(kp, vp, j_begin, j_end, team, teams, ks2, vs2, hoff);
   barrier(CLK_LOCAL_MEM_FENCE);
-  const long ko = b * ks0 + kvh * ks1, vo = b * vs0 + kvh * vs1;
   for (long j0 = j_begin; j0 < j_end; j0 += bk) {
-    /* values are loaded with the keys: in flight across the two barriers */
-    V4 ka[KP_KPT], kb[KP_KPT], va[KP_KPT], vb[KP_KPT];
+    kp += bk * ks2;
+    vp += bk * vs2;
+    /* the next block, in flight while this one is computed */
+    const Rows next = j0 + bk < j_end ? load_rows(kp, vp, j0 + bk, j_end, team, teams, ks2, vs2, hoff) : cur;
+    float s[KP_MAXG][KP_KPT];  /* this work-item's piece of each score, then the score */
     #pragma unroll
-    for (int kk = 0; kk < KP_KPT; ++kk) {
-      const long j = j0 + team + kk * teams;
-      const bool valid = member && j < j_end;
-      ka[kk] = valid ? ldv(k, ko + j * ks2 + c0) : (V4)(0);
-      kb[kk] = valid ? ldv(k, ko + j * ks2 + c1) : (V4)(0);
-      va[kk] = valid ? ldv(v, vo + j * vs2 + c0) : (V4)(0);
-      vb[kk] = valid ? ldv(v, vo + j * vs2 + c1) : (V4)(0);
-    }
-    if (member) {
+    for (int g = 0; g < KP_MAXG; ++g) {
+      const float4 qa = qs[g * d4 + c0], qb = qs[g * d4 + c1];
       #pragma unroll
-      for (int g = 0; g < KP_MAXG; ++g) {
-        if (g < G) {
-          const float4 qa = vload4(0, qs + g * d + c0), qb = vload4(0, qs + g * d + c1);
+      for (int kk = 0; kk < KP_KPT; ++kk) s[g][kk] = dot(qa, widen(cur.ka[kk])) + dot(qb, widen(cur.kb[kk]));
+    }
+    /* Without KP_SHFL the local-memory sum is not inside any branch: PoCL
+     * needs barriers outside branches (see "Caveats" in the docs). */
+#if defined(KP_SHFL)
+    if (shuffle) {
+      for (uint mask = (uint)tpr >> 1; mask > 0; mask >>= 1) {
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) {
+          #pragma unroll
+          for (int kk = 0; kk < KP_KPT; ++kk) s[g][kk] += xor_lane(s[g][kk], mask);
+        }
+      }
+    } else
+#endif
+    {
+      if (member) {
+        #pragma unroll
+        for (int g = 0; g < KP_MAXG; ++g) {
           #pragma unroll
           for (int kk = 0; kk < KP_KPT; ++kk) {
-            red[(g * bk + kk * teams + team) * (tpr + 1) + t] = dot(qa, widen(ka[kk])) + dot(qb, widen(kb[kk]));
+            if (g < G) red[(g * bk + kk * teams + team) * (tpr + 1) + t] = s[g][kk];
           }
         }
       }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = lid; s < G * bk; s += WG) {
-      float sum = 0.0f;
-      for (int i = 0; i < tpr; ++i) sum += red[s * (tpr + 1) + i];
-      sc[s] = j0 + s % bk < j_end ? sum : -INFINITY;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (member) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (int i = lid; i < G * bk; i += WG) {
+        float sum = 0.0f;
+        for (int p = 0; p < tpr; ++p) sum += red[i * (tpr + 1) + p];
+        sc[i] = sum;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
       #pragma unroll
       for (int g = 0; g < KP_MAXG; ++g) {
-        float s[KP_KPT];
-        float mx = m[g];
+        #pragma unroll
+        for (int kk = 0; kk < KP_KPT; ++kk) s[g][kk] = g < G ? sc[g * bk + kk * teams + team] : 0.0f;
+      }
+      /* the next block's writes to red come after every read here: its
+       * first barrier separates them from this block's second */
+    }
+    #pragma unroll
+    for (int g = 0; g < KP_MAXG; ++g) {
+      float mx = m[g];
+      #pragma unroll
+      for (int kk = 0; kk < KP_KPT; ++kk) {
+        if (j0 + team + kk * teams >= j_end) s[g][kk] = -INFINITY;
+        mx = fmax(mx, s[g][kk]);
+      }
+      if (mx != -INFINITY) {
+        const float correction = EXP2(m[g] - mx);  /* 0 while m is -inf */
+        float lsum = l[g] * correction;
+        float4 a = acca[g] * correction, c = accb[g] * correction;
         #pragma unroll
         for (int kk = 0; kk < KP_KPT; ++kk) {
-          s[kk] = g < G ? sc[g * bk + kk * teams + team] : -INFINITY;
-          mx = fmax(mx, s[kk]);
+          const float p = EXP2(s[g][kk] - mx);
+          lsum += p;
+          a += p * widen(cur.va[kk]);
+          c += p * widen(cur.vb[kk]);
         }
-        if (mx != -INFINITY) {
-          const float correction = EXP(m[g] - mx);  /* 0 while m is -inf */
-          float lsum = l[g] * correction;
-          float4 a = acca[g] * correction, c = accb[g] * correction;
-          #pragma unroll
-          for (int kk = 0; kk < KP_KPT; ++kk) {
-            const float p = EXP(s[kk] - mx);
-            lsum += p;
-            a += p * widen(va[kk]);
-            c += p * widen(vb[kk]);
-          }
-          m[g] = mx;
-          l[g] = lsum;
-          acca[g] = a;
-          accb[g] = c;
-        }
+        m[g] = mx;
+        l[g] = lsum;
+        acca[g] = a;
+        accb[g] = c;
       }
     }
+    cur = next;
   }
-  barrier(CLK_LOCAL_MEM_FENCE);  /* sc is reused below: every team is done reading its scores */
+  barrier(CLK_LOCAL_MEM_FENCE);  /* red and sc are reused below: every team is done with them */
   /* per head: rescale every team to the work-group's maximum and sum them */
-  #pragma unroll
-  for (int g = 0; g < KP_MAXG; ++g) {
+  for (int g = 0; g < G; ++g) {
     if (member && t == 0) sc[team] = m[g];
     barrier(CLK_LOCAL_MEM_FENCE);
     float mg = -INFINITY;
     for (int i = 0; i < teams; ++i) mg = fmax(mg, sc[i]);
-    const float f = (member && m[g] != -INFINITY) ? EXP(m[g] - mg) : 0.0f;
+    const float f = (member && m[g] != -INFINITY) ? EXP2(m[g] - mg) : 0.0f;
     if (member) {
-      vstore4(acca[g] * f, 0, red + team * d + c0);
-      vstore4(accb[g] * f, 0, red + team * d + c1);
+      vstore4(acca[g] * f, 0, red + team * d + 4 * c0);
+      vstore4(accb[g] * f, 0, red + team * d + 4 * c1);
       if (t == 0) red[teams * d + team] = l[g] * f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (g < G && splits == 1) {  /* the whole row: normalised output, no merge kernel */
-      float total = 0.0f;
-      for (int i = 0; i < teams; ++i) total += red[teams * d + i];
+    float total = 0.0f;
+    for (int i = 0; i < teams; ++i) total += red[teams * d + i];
+    if (splits == 1) {  /* the whole row: normalised output, no merge kernel */
       const long oo = b * os0 + (h0 + g) * os1 + row * os2;
       for (long c = lid; c < d; c += WG) {
         float o = 0.0f;
         for (int i = 0; i < teams; ++i) o += red[i * d + c];
-        st(AT(T, out), oo + c, total > 0.0f ? o / total : 0.0f);
+        st(out, oo + c, total > 0.0f ? o / total : 0.0f);
       }
-    } else if (g < G) {
+    } else {
       const long po = (((b * heads + h0 + g) * seq_q + row) * splits + split) * (d + 2);
       for (long c = lid; c < d; c += WG) {
         float o = 0.0f;
@@ -581,22 +643,48 @@ void kp_decode_attention_gqa(long heads, long kv_heads, long cache_len, long d, 
         part[po + 2 + c] = o;
       }
       if (lid == 0) {
-        float total = 0.0f;
-        for (int i = 0; i < teams; ++i) total += red[teams * d + i];
-        part[po] = mg;
+        part[po] = mg;  /* base 2 */
         part[po + 1] = total;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 }
+#define KP_DECODE_ATTENTION_ARGS \
+    long heads, long kv_heads, long cache_len, long d, BUF(q), long qs0, long qs1, BUF(k), long ks0, \
+    long ks1, long ks2, BUF(v), long vs0, long vs1, long vs2, BUF(lengths), int has_lengths, float scale, \
+    BUF(part), long splits, long chunk, long head_chunks, long seq_q, long qs2, int causal, \
+    long causal_shift, BUF(out), long os0, long os1, long os2
+/* red: the dot products' pieces, one row of tpr + 1 floats (odd: no bank
+ * conflicts when summed) per (head, key), tpr >= 2 (rows of tpr + 1 <= 3 tpr
+ * / 2); at the end the teams' values. sc: the block's scores; at the end the
+ * teams' maxima. qs: q * scale * log2(e), [head][dim] (the host keeps d <= WG). */
+#define KP_DECODE_ATTENTION_CALL(shuffle) \
+  __local float red[3 * KP_MAXG * KP_KPT * WG / 2]; \
+  __local float sc[KP_MAXG * KP_KPT * WG / 2]; \
+  __local float4 qs[KP_MAXG * WG / 4]; \
+  decode_attention_body(shuffle, heads, kv_heads, cache_len, d, AT(T, q), qs0, qs1, AT(T, k), ks0, ks1, ks2, \
+                        AT(T, v), vs0, vs1, vs2, AT(long, lengths), has_lengths, scale, AT(float, part), splits, \
+                        chunk, head_chunks, seq_q, qs2, causal, causal_shift, AT(T, out), os0, os1, os2, red, sc, qs)
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_decode_attention_gqa(KP_DECODE_ATTENTION_ARGS) {
+  KP_DECODE_ATTENTION_CALL(false);
+}
+#if defined(KP_SHFL)
+/* Needs tpr = d / 8 a power of two up to 32 (teams inside a warp of 32). */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void kp_decode_attention_shfl(KP_DECODE_ATTENTION_ARGS) {
+  KP_DECODE_ATTENTION_CALL(true);
+}
+#endif
 
 /* One work-group per (batch, head, query row): merges the splits' partial results.
  * Each split's weight exp(m_s - m) is computed once, into local memory, for
- * a tile of WG splits at a time. Needs d <= WG. */
+ * a tile of WG splits at a time; base2: the maxima m_s are base-2 logarithms
+ * (kp_decode_attention_gqa), so the weight is exp2(m_s - m). Needs d <= WG. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), long os0, long os1,
-                          long seq_q, long os2) {
+                          long seq_q, long os2, int base2) {
   __local float scratch[SCRATCH], w[WG];
   const int lid = get_local_id(0);
   const long g = get_group_id(0);
@@ -608,13 +696,13 @@ void kp_attention_combine(long heads, long d, long splits, BUF(part), BUF(out), 
   float l = 0.0f;
   for (long s = lid; s < splits; s += WG) {
     const float ms = part[s * (d + 2)];
-    if (ms != -INFINITY) l += part[s * (d + 2) + 1] * EXP(ms - m);
+    if (ms != -INFINITY) l += part[s * (d + 2) + 1] * (base2 ? EXP2(ms - m) : EXP(ms - m));
   }
   l = wg_sum(l, scratch);
   float o = 0.0f;
   for (long s0 = 0; s0 < splits; s0 += WG) {
     const float ms = s0 + lid < splits ? part[(s0 + lid) * (d + 2)] : -INFINITY;
-    w[lid] = ms != -INFINITY ? EXP(ms - m) : 0.0f;
+    w[lid] = ms != -INFINITY ? (base2 ? EXP2(ms - m) : EXP(ms - m)) : 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
     const long n = min((long)WG, splits - s0);
     if (lid < d) {
