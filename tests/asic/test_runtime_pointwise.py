@@ -49,11 +49,12 @@ def test_unsupported_dtypes_fall_back_and_are_counted():
         f = torch.ones(3).to("my_asic")
         assert (i * 2).cpu().tolist() == [0, 2, 4, 6, 8, 10]  # integer arithmetic: native
         assert (d * 2).cpu().tolist() == [2.0, 2.0, 2.0]      # float64: not an entry dtype
-        assert i.sum().item() == 15                           # integer sums: reduce takes floats
+        assert i.sum().item() == 15                           # integer sums: native (exact, into int64)
+        assert d.sum().item() == 3.0                          # float64 sums: not an entry dtype
         assert (f + f).sum().item() == 6.0
         print(json.dumps(dict(torch.my_asic.fallback_stats())))
     """, env={"MY_ASIC_HOST_ADDRESSABLE": "0"})
     stats = json.loads(last_line(out))
     assert stats.get("aten::mul.Tensor") == 1
-    assert stats.get("aten::sum.dim_IntList") == 1
+    assert stats.get("aten::sum.dim_IntList") == 1  # the float64 one
     assert "aten::add.Tensor" not in stats
