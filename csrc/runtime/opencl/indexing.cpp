@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "generated.h"
 #include "indexing.h"
 #include "kernel_cache.h"
 #include "runtime.h"
@@ -148,105 +149,20 @@ std::string source(const Shape& s) {
   return src;
 }
 
-// Kernel arguments and the allocations that must outlive the enqueue.
-class Launch {
- public:
-  Launch(Runtime* runtime, int device, const char* api) : runtime_(runtime), device_(device), api_(api) {}
-  kpdrError_t tensor(const void* ptr, const std::string& name) {
-    if (ptr == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " is NULL");
-    DeviceRange range;
-    if (!runtime_->device_memory().find(ptr, &range)) {
-      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " is not device memory of this runtime");
-    }
-    if (range.allocation->device != device_) {
-      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " lives on device " +
-                                                std::to_string(range.allocation->device) +
-                                                " but the stream belongs to device " + std::to_string(device_));
-    }
-    const cl_mem mem = range.allocation->mem;
-    const uint64_t offset = range.offset;
-    add(&mem, sizeof(mem));
-    add(&offset, sizeof(offset));
-    holders_.push_back(range.allocation);
-    return KPDR_SUCCESS;
-  }
-  void i64(int64_t v) { add(&v, sizeof(v)); }
-  void f32(float v) { add(&v, sizeof(v)); }
-  void long8(const int64_t* v, int count) {
-    int64_t values[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    for (int i = 0; i < count; ++i) values[i] = v[i];
-    add(values, sizeof(values));
-  }
-  kpdrError_t run(Kernel* kernel, Stream& stream, size_t global, size_t local) {
-    const ClApi& cl = runtime_->cl();
-    std::lock_guard<std::mutex> lock(kernel->mutex);
-    for (size_t i = 0; i < args_.size(); ++i) {
-      const cl_int status = cl.SetKernelArg(kernel->kernel, static_cast<unsigned>(i), args_[i].size(), args_[i].data());
-      if (status != CL_SUCCESS) {
-        return fail(KPDR_ERROR_UNKNOWN, std::string(api_) + ": clSetKernelArg(" + std::to_string(i) +
-                                            ") failed with " + cl_error_name(status));
-      }
-    }
-    return stream.submit(api_, [&](cl_command_queue queue, cl_event* done) {
-      return cl.EnqueueNDRangeKernel(queue, kernel->kernel, 1, nullptr, &global, &local, 0, nullptr, done);
-    });
-  }
-
- private:
-  void add(const void* value, size_t size) {
-    const auto* bytes = static_cast<const unsigned char*>(value);
-    args_.emplace_back(bytes, bytes + size);
-  }
-  Runtime* runtime_;
-  int device_;
-  const char* api_;
-  std::vector<std::vector<unsigned char>> args_;
-  std::vector<std::shared_ptr<Allocation>> holders_;
-};
-
-kpdrError_t kernel_for(Runtime* runtime, int device, const Shape& shape, Kernel** kernel) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, std::string>, Kernel*> kernels;
-  const std::string key = shape.key();
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = kernels.find({device, key});
-    if (it != kernels.end()) {
-      *kernel = it->second;
-      return KPDR_SUCCESS;
-    }
-  }
-  if (kpdrError_t error = runtime->kernels().get_generated(device, source(shape), key, "kp_index", kernel)) {
-    return error;
-  }
-  std::lock_guard<std::mutex> lock(mutex);
-  kernels[{device, key}] = *kernel;
-  return KPDR_SUCCESS;
-}
-
 kpdrError_t run_index(const char* api, bool scatter, const kpdrIndexArgs* a, kpdrStream_t handle) {
-  try {
+  return guarded(api, [&]() -> kpdrError_t {
     const std::string name(api);
     Runtime* runtime = nullptr;
-    if (kpdrError_t error = Runtime::acquire(&runtime)) return error;
-    if (handle == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": stream is NULL");
-    std::shared_ptr<Stream> stream = runtime->streams().find(handle);
-    if (stream == nullptr) return fail(KPDR_ERROR_INVALID_HANDLE, name + ": unknown stream handle");
+    std::shared_ptr<Stream> stream;
+    if (kpdrError_t error = stream_of(api, handle, &runtime, &stream)) return error;
     if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": args is NULL");
-    if (a->ndim < 0 || a->ndim > KPDR_MAX_DIMS) {
-      return fail(KPDR_ERROR_INVALID_VALUE, name + ": ndim " + std::to_string(a->ndim) + " is outside 0.." +
-                                                std::to_string(KPDR_MAX_DIMS));
-    }
+    int64_t n = 0;
+    if (kpdrError_t error = check_shape(api, a->ndim, a->sizes, &n)) return error;
     if (a->num_indices < 1 || a->num_indices > KPDR_MAX_DIMS) {
       return fail(KPDR_ERROR_INVALID_VALUE, name + ": num_indices " + std::to_string(a->num_indices) +
                                                 " is outside 1.." + std::to_string(KPDR_MAX_DIMS));
     }
     if (element_size(a->dtype) == 0) return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
-    int64_t n = 1;
-    for (int d = 0; d < a->ndim; ++d) {
-      if (a->sizes[d] < 0) return fail(KPDR_ERROR_INVALID_VALUE, name + ": negative size");
-      n *= a->sizes[d];
-    }
     Shape shape{};
     shape.scatter = scatter;
     shape.dtype = a->dtype;
@@ -269,13 +185,18 @@ kpdrError_t run_index(const char* api, bool scatter, const kpdrIndexArgs* a, kpd
     }
     if (n == 0) return KPDR_SUCCESS;
     const int device = stream->device();
-    Launch args(runtime, device, api);
+    // NULL is checked here: Args::tensor would only say "not device memory".
+    if (a->dense == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": dense is NULL");
+    if (a->indexed == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": indexed is NULL");
+    Args args(runtime, device, api);
     if (kpdrError_t e = args.tensor(a->dense, "dense")) return e;
     args.long8(a->dense_strides, a->ndim);
     if (kpdrError_t e = args.tensor(a->indexed, "indexed")) return e;
     args.long8(a->indexed_strides, a->ndim);
     for (int k = 0; k < a->num_indices; ++k) {
-      if (kpdrError_t e = args.tensor(a->indices[k].data, "indices[" + std::to_string(k) + "].data")) return e;
+      const std::string operand = "indices[" + std::to_string(k) + "].data";
+      if (a->indices[k].data == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": " + operand + " is NULL");
+      if (kpdrError_t e = args.tensor(a->indices[k].data, operand.c_str())) return e;
       args.long8(a->indices[k].strides, a->ndim);
       args.i64(a->indices[k].size);
       args.i64(a->indices[k].stride);
@@ -289,14 +210,13 @@ kpdrError_t run_index(const char* api, bool scatter, const kpdrIndexArgs* a, kpd
       return e;
     }
     Kernel* kernel = nullptr;
-    if (kpdrError_t error = kernel_for(runtime, device, shape, &kernel)) return error;
+    if (kpdrError_t error = kernel_for(runtime, device, shape.key(), "kp_index", [&] { return source(shape); },
+                                       &kernel)) {
+      return error;
+    }
     const size_t wg = kernel->work_group;
-    const size_t cap = static_cast<size_t>(std::max(1, runtime->device(device).compute_units)) * wg * 32;
-    const size_t global = std::min((static_cast<size_t>(n) + wg - 1) / wg * wg, (cap + wg - 1) / wg * wg);
-    return args.run(kernel, *stream, global, wg);
-  } catch (const std::exception& error) {
-    return fail(KPDR_ERROR_UNKNOWN, std::string(api) + ": internal error: " + error.what());
-  }
+    return args.run(kernel, *stream, grid(n, wg, runtime->device(device).compute_units), wg);
+  });
 }
 
 }  // namespace
