@@ -575,6 +575,9 @@ def main(argv=None):
                 r["threads"] = torch.get_num_threads()
                 r["scaling_targets"] = check_scaling_targets(r, r["ratios"])
                 results.append(r)
+                if args.output:  # a run cut short (a time limit) keeps what it measured
+                    with open(args.output, "w") as f:
+                        json.dump({"partial": True, "results": results}, f, indent=1)
     progress.close()
     wall = time.perf_counter() - start
 
