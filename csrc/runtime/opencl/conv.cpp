@@ -17,6 +17,7 @@
 
 #include "conv.h"
 #include "errors.h"
+#include "generated.h"
 #include "kernel_cache.h"
 #include "runtime.h"
 
@@ -136,106 +137,36 @@ __kernel void kp_max_pool2d_backward(long8 g, long8 w, BUF(input), long4 is, BUF
 }
 )CLC";
 
-template <typename Body>
-kpdrError_t guarded(const char* api, Body&& body) {
-  try {
-    return body();
-  } catch (const std::exception& error) {
-    return fail(KPDR_ERROR_UNKNOWN, std::string(api) + ": internal error: " + error.what());
+// The launch of one kernel of this dtype's program over `total` elements
+// (grid-stride), built on first use (kernel cache: memory and disk).
+kpdrError_t run_conv_kernel(Runtime* runtime, Stream& stream, Args& args, kpdrDtype dtype, const char* name,
+                            int64_t total) {
+  Kernel* kernel = nullptr;
+  const std::string key = "convolution and pooling, kpdrDtype " + std::to_string(dtype);
+  if (kpdrError_t error = kernel_for(runtime, stream.device(), key, name, [&] {
+        return "#define KP_DTYPE " + std::to_string(dtype) + "\n" + kConvSource;
+      }, &kernel)) {
+    return error;
   }
+  const size_t wg = kernel->work_group;
+  return args.run(kernel, stream, grid(total, wg, runtime->device(stream.device()).compute_units), wg);
 }
 
-// Kernel arguments of one launch and the allocations that must outlive its enqueue.
-class ConvLaunch {
- public:
-  explicit ConvLaunch(const char* api) : api_(api) {}
-  kpdrError_t begin(kpdrStream_t handle, kpdrDtype dtype) {
-    if (kpdrError_t error = Runtime::acquire(&runtime_)) return error;
-    if (handle == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": stream is NULL");
-    stream_ = runtime_->streams().find(handle);
-    if (stream_ == nullptr) return fail(KPDR_ERROR_INVALID_HANDLE, std::string(api_) + ": unknown stream handle");
-    if (dtype != KPDR_DTYPE_FLOAT32 && dtype != KPDR_DTYPE_FLOAT16 && dtype != KPDR_DTYPE_BFLOAT16) {
-      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": unknown kpdrDtype " + std::to_string(dtype));
-    }
-    dtype_ = dtype;
-    return KPDR_SUCCESS;
+// The stream, and a dtype the program is built for.
+kpdrError_t begin(const char* api, kpdrStream_t handle, kpdrDtype dtype, Runtime** runtime,
+                  std::shared_ptr<Stream>* stream) {
+  if (kpdrError_t error = stream_of(api, handle, runtime, stream)) return error;
+  if (dtype != KPDR_DTYPE_FLOAT32 && dtype != KPDR_DTYPE_FLOAT16 && dtype != KPDR_DTYPE_BFLOAT16) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype " + std::to_string(dtype));
   }
-  kpdrError_t tensor(const void* ptr, const char* name) {
-    if (ptr == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " is NULL");
-    DeviceRange range;
-    if (!runtime_->device_memory().find(ptr, &range)) {
-      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " is not device memory of this runtime");
-    }
-    if (range.allocation->device != stream_->device()) {
-      return fail(KPDR_ERROR_INVALID_VALUE, std::string(api_) + ": " + name + " lives on device " +
-                                                std::to_string(range.allocation->device) +
-                                                " but the stream belongs to device " +
-                                                std::to_string(stream_->device()));
-    }
-    add(&range.allocation->mem, sizeof(cl_mem));
-    const uint64_t offset = range.offset;
-    add(&offset, sizeof(offset));
-    holders_.push_back(range.allocation);
-    return KPDR_SUCCESS;
-  }
-  void i64(int64_t v) { add(&v, sizeof(v)); }
-  void longs(const int64_t* v, int count) { add(v, sizeof(int64_t) * count); }  // a long4 or long8
-  // Enqueues kernel `name` over `total` elements (grid-stride).
-  kpdrError_t run(const char* name, int64_t total) {
-    if (total <= 0) return KPDR_SUCCESS;
-    Kernel* kernel = nullptr;
-    if (kpdrError_t error = kernel_named(name, &kernel)) return error;
-    const ClApi& cl = runtime_->cl();
-    const size_t wg = kernel->work_group;
-    const size_t cap = static_cast<size_t>(std::max(1, runtime_->device(stream_->device()).compute_units)) * wg * 32;
-    const size_t global = std::min((static_cast<size_t>(total) + wg - 1) / wg * wg, cap);
-    std::lock_guard<std::mutex> lock(kernel->mutex);
-    for (size_t i = 0; i < args_.size(); ++i) {
-      const cl_int status = cl.SetKernelArg(kernel->kernel, static_cast<unsigned>(i), args_[i].size(), args_[i].data());
-      if (status != CL_SUCCESS) {
-        return fail(KPDR_ERROR_UNKNOWN, std::string(api_) + ": clSetKernelArg(" + std::to_string(i) + ") failed with " +
-                                            cl_error_name(status));
-      }
-    }
-    return stream_->submit(api_, [&](cl_command_queue queue, cl_event* done) {
-      return cl.EnqueueNDRangeKernel(queue, kernel->kernel, 1, nullptr, &global, &wg, 0, nullptr, done);
-    });
-  }
+  return KPDR_SUCCESS;
+}
 
- private:
-  // The kernel of this dtype's program, built on first use (kernel cache: memory and disk).
-  kpdrError_t kernel_named(const char* name, Kernel** kernel) {
-    static std::mutex mutex;
-    static std::map<std::tuple<int, int, std::string>, Kernel*> kernels;
-    const auto key = std::make_tuple(stream_->device(), static_cast<int>(dtype_), std::string(name));
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = kernels.find(key);
-      if (it != kernels.end()) {
-        *kernel = it->second;
-        return KPDR_SUCCESS;
-      }
-    }
-    const std::string source = "#define KP_DTYPE " + std::to_string(dtype_) + "\n" + kConvSource;
-    if (kpdrError_t error = runtime_->kernels().get_generated(stream_->device(), source,
-                                                              "convolution and pooling", name, kernel)) {
-      return error;
-    }
-    std::lock_guard<std::mutex> lock(mutex);
-    kernels[key] = *kernel;
-    return KPDR_SUCCESS;
-  }
-  void add(const void* value, size_t size) {
-    const auto* bytes = static_cast<const unsigned char*>(value);
-    args_.emplace_back(bytes, bytes + size);
-  }
-  const char* api_;
-  Runtime* runtime_ = nullptr;
-  std::shared_ptr<Stream> stream_;
-  kpdrDtype dtype_ = KPDR_DTYPE_FLOAT32;
-  std::vector<std::vector<unsigned char>> args_;
-  std::vector<std::shared_ptr<Allocation>> holders_;
-};
+// Args::tensor, with NULL named as such (Args would only say "not device memory").
+kpdrError_t tensor(Args& args, const char* api, const void* ptr, const char* name) {
+  if (ptr == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": " + name + " is NULL");
+  return args.tensor(ptr, name);
+}
 
 kpdrError_t check_window(const char* api, int32_t direction, const int64_t* geometry, const kpdrWindow2d& w) {
   if (direction != 0 && direction != 1) {
@@ -253,12 +184,12 @@ kpdrError_t check_window(const char* api, int32_t direction, const int64_t* geom
   return KPDR_SUCCESS;
 }
 
-void window_args(ConvLaunch& l, const int64_t* geometry, const kpdrWindow2d& w) {
+void window_args(Args& l, const int64_t* geometry, const kpdrWindow2d& w) {
   const int64_t g[8] = {geometry[0], geometry[1], geometry[2], geometry[3], geometry[4], geometry[5], 0, 0};
   const int64_t v[8] = {w.kernel[0], w.kernel[1], w.stride[0], w.stride[1],
                         w.padding[0], w.padding[1], w.dilation[0], w.dilation[1]};
-  l.longs(g, 8);
-  l.longs(v, 8);
+  l.long8(g, 8);
+  l.long8(v, 8);
 }
 
 }  // namespace
@@ -266,8 +197,9 @@ void window_args(ConvLaunch& l, const int64_t* geometry, const kpdrWindow2d& w) 
 kpdrError_t im2col(const kpdrIm2colArgs* a, kpdrStream_t stream) {
   return guarded("im2col", [&]() -> kpdrError_t {
     if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "im2col: args is NULL");
-    ConvLaunch l("im2col");
-    if (kpdrError_t error = l.begin(stream, a->dtype)) return error;
+    Runtime* runtime = nullptr;
+    std::shared_ptr<Stream> s;
+    if (kpdrError_t error = begin("im2col", stream, a->dtype, &runtime, &s)) return error;
     const int64_t geometry[6] = {a->batch, a->channels, a->height, a->width, a->out_h, a->out_w};
     if (kpdrError_t error = check_window("im2col", a->direction, geometry, a->window)) return error;
     if (a->col_ld < a->out_h * a->out_w) return fail(KPDR_ERROR_INVALID_VALUE, "im2col: col_ld < out_h * out_w");
@@ -275,23 +207,25 @@ kpdrError_t im2col(const kpdrIm2colArgs* a, kpdrStream_t stream) {
     const int64_t columns = a->batch * a->channels * a->window.kernel[0] * a->window.kernel[1] * a->out_h * a->out_w;
     const bool forward = a->direction == KPDR_IM2COL;
     if (forward ? columns == 0 : pixels == 0) return KPDR_SUCCESS;
+    Args l(runtime, s->device(), "im2col");
     window_args(l, geometry, a->window);
     // An empty side is never read: the written tensor's buffer stands in for it.
-    if (kpdrError_t error = l.tensor(pixels > 0 ? a->image : a->col, "image")) return error;
-    l.longs(a->image_strides, 4);
-    if (kpdrError_t error = l.tensor(columns > 0 ? a->col : a->image, "col")) return error;
+    if (kpdrError_t error = tensor(l, "im2col", pixels > 0 ? a->image : a->col, "image")) return error;
+    l.long4(a->image_strides);
+    if (kpdrError_t error = tensor(l, "im2col", columns > 0 ? a->col : a->image, "col")) return error;
     l.i64(a->col_batch_stride);
     l.i64(a->col_ld);
     l.i64(forward ? columns : pixels);
-    return l.run(forward ? "kp_im2col" : "kp_col2im", forward ? columns : pixels);
+    return run_conv_kernel(runtime, *s, l, a->dtype, forward ? "kp_im2col" : "kp_col2im", forward ? columns : pixels);
   });
 }
 
 kpdrError_t max_pool2d(const kpdrMaxPool2dArgs* a, kpdrStream_t stream) {
   return guarded("max_pool2d", [&]() -> kpdrError_t {
     if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "max_pool2d: args is NULL");
-    ConvLaunch l("max_pool2d");
-    if (kpdrError_t error = l.begin(stream, a->dtype)) return error;
+    Runtime* runtime = nullptr;
+    std::shared_ptr<Stream> s;
+    if (kpdrError_t error = begin("max_pool2d", stream, a->dtype, &runtime, &s)) return error;
     const int64_t geometry[6] = {a->batch, a->channels, a->height, a->width, a->out_h, a->out_w};
     if (kpdrError_t error = check_window("max_pool2d", a->direction, geometry, a->window)) return error;
     const int64_t pixels = a->batch * a->channels * a->height * a->width;
@@ -299,17 +233,20 @@ kpdrError_t max_pool2d(const kpdrMaxPool2dArgs* a, kpdrStream_t stream) {
     const bool forward = a->direction == KPDR_MAX_POOL_FORWARD;
     if (forward ? outputs == 0 : pixels == 0) return KPDR_SUCCESS;
     if (forward && pixels == 0) return fail(KPDR_ERROR_INVALID_VALUE, "max_pool2d: an empty input has no maximum");
+    Args l(runtime, s->device(), "max_pool2d");
     window_args(l, geometry, a->window);
-    if (kpdrError_t error = l.tensor(a->input, "input")) return error;
-    l.longs(a->input_strides, 4);
-    if (kpdrError_t error = l.tensor(outputs > 0 ? a->out : a->input, "out")) return error;
-    l.longs(a->out_strides, 4);
-    if (kpdrError_t error = l.tensor(outputs > 0 ? static_cast<const void*>(a->indices) : a->input, "indices")) {
+    if (kpdrError_t error = tensor(l, "max_pool2d", a->input, "input")) return error;
+    l.long4(a->input_strides);
+    if (kpdrError_t error = tensor(l, "max_pool2d", outputs > 0 ? a->out : a->input, "out")) return error;
+    l.long4(a->out_strides);
+    if (kpdrError_t error = tensor(l, "max_pool2d", outputs > 0 ? static_cast<const void*>(a->indices) : a->input,
+                                   "indices")) {
       return error;
     }
-    l.longs(a->indices_strides, 4);
+    l.long4(a->indices_strides);
     l.i64(forward ? outputs : pixels);
-    return l.run(forward ? "kp_max_pool2d" : "kp_max_pool2d_backward", forward ? outputs : pixels);
+    return run_conv_kernel(runtime, *s, l, a->dtype, forward ? "kp_max_pool2d" : "kp_max_pool2d_backward",
+                           forward ? outputs : pixels);
   });
 }
 

@@ -53,6 +53,7 @@ class Args {
   void i64(int64_t v) { add(&v, sizeof(v)); }
   void i32(int32_t v) { add(&v, sizeof(v)); }
   void f32(float v) { add(&v, sizeof(v)); }
+  void long4(const int64_t* v) { add(v, 4 * sizeof(int64_t)); }
   void long8(const int64_t* v, int count) {
     int64_t values[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     for (int i = 0; i < count; ++i) values[i] = v[i];
