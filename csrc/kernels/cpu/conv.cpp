@@ -8,28 +8,12 @@
 #include <cmath>
 #include <limits>
 
-
+#include "element_access.h"
 #include "kernels/kernels.h"
 #include "scalar.h"
 
 namespace kp {
 namespace {
-
-float load(const void* base, kpdrDtype dtype, int64_t i) {
-  switch (dtype) {
-    case KPDR_DTYPE_FLOAT16: return to_float(static_cast<const Half*>(base)[i]);
-    case KPDR_DTYPE_BFLOAT16: return to_float(static_cast<const BF16*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
-  }
-}
-
-void store(void* base, kpdrDtype dtype, int64_t i, float v) {
-  switch (dtype) {
-    case KPDR_DTYPE_FLOAT16: static_cast<Half*>(base)[i] = from_float<Half>(v); return;
-    case KPDR_DTYPE_BFLOAT16: static_cast<BF16*>(base)[i] = from_float<BF16>(v); return;
-    default: static_cast<float*>(base)[i] = v; return;
-  }
-}
 
 // The window offset i (< kernel) and output position o (< outs) with
 // o * stride - padding + i * dilation == p, visited for each i.

@@ -10,31 +10,11 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "element_access.h"
 #include "scalar.h"
 
 namespace kp {
 namespace {
-
-float load(const void* base, kpdrDtype dtype, int64_t i) {
-  switch (dtype) {
-    case KPDR_DTYPE_FLOAT32: return static_cast<const float*>(base)[i];
-    case KPDR_DTYPE_FLOAT16: return to_float(static_cast<const Half*>(base)[i]);
-    case KPDR_DTYPE_BFLOAT16: return to_float(static_cast<const BF16*>(base)[i]);
-    case KPDR_DTYPE_BOOL: return static_cast<const uint8_t*>(base)[i] != 0 ? 1.0f : 0.0f;
-    case KPDR_DTYPE_INT64: return static_cast<float>(static_cast<const int64_t*>(base)[i]);
-    case KPDR_DTYPE_INT32: return static_cast<float>(static_cast<const int32_t*>(base)[i]);
-  }
-  return 0.0f;
-}
-
-void store(void* base, kpdrDtype dtype, int64_t i, float v) {
-  switch (dtype) {
-    case KPDR_DTYPE_FLOAT32: static_cast<float*>(base)[i] = v; return;
-    case KPDR_DTYPE_FLOAT16: static_cast<Half*>(base)[i] = from_float<Half>(v); return;
-    case KPDR_DTYPE_BFLOAT16: static_cast<BF16*>(base)[i] = from_float<BF16>(v); return;
-    default: return;  // callers validated the dtypes
-  }
-}
 
 int64_t load_index(const void* base, kpdrDtype dtype, int64_t i) {
   switch (dtype) {
