@@ -70,8 +70,11 @@ ABI_CASES = [
     dict(batch=1, m=40, n=24, k=48, trans_a=1, offset=3, beta=0.5),
     dict(batch=1, m=6, n=4, k=0, beta=3.0),
     # 16-byte aligned rows (the tensor-core kernel's cp.async path) ending in partial 8-element
-    # chunks and partial tiles, with more 32-deep slices than pipeline stages.
+    # chunks and partial tiles, with more slices than pipeline stages.
     *[dict(batch=2, m=130, n=130, k=202, pad=6, trans_a=ta, trans_b=tb, beta=0.5) for ta in (0, 1) for tb in (0, 1)],
+    # Whole 128 x 128 tiles with k a multiple of the slice depth (its unchecked copies) beside
+    # a partial row of tiles.
+    *[dict(batch=2, m=136, n=256, k=48, trans_a=ta, trans_b=tb) for ta in (0, 1) for tb in (0, 1)],
 ]
 TOLERANCE = {"float32": dict(rtol=1e-5, atol=1e-4), "float16": dict(rtol=2e-3, atol=2e-2),
              "bfloat16": dict(rtol=1e-2, atol=6e-2)}

@@ -11,13 +11,17 @@
 // kp_gemm_mma (KP_MMA, 16-bit dtypes on NVIDIA sm_80+): tensor cores through
 // inline PTX (mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}); NVIDIA's
 // OpenCL compiler passes asm() through to ptxas. 256 work-items = 8 warps of
-// 32 as 2 x 4, a warp owning 64 x 32 of a 128 x 128 tile of C; slices of 64
-// along k are staged as raw 16-bit values, k-contiguous for both operands
-// ([row of C][k] and [column of C][k], rows padded by 8 elements so a warp's
-// fragment reads hit 32 distinct banks) and read into fragments with
-// ldmatrix. KP_MMA_EMULATE computes the same
-// instruction through local memory instead (any device: the layout logic is
-// tested on PoCL).
+// 32 as 2 x 4, a warp owning 64 x 32 of a 128 x 128 tile of C. Slices of 16
+// along k are copied global -> local by cp.async (no registers, no wait) into
+// a ring of 4 buffers, 3 slices in flight ahead of the one multiplied, one
+// barrier per slice; each operand is staged as it is stored (k- or
+// m/n-contiguous), its 16-byte chunks XOR-swizzled against bank conflicts, and
+// ldmatrix (.trans where the staged rows run along m or n) makes the
+// fragments. 119 registers and 32 KB of local memory: two work-groups (16
+// warps) per SM, which is what made it fast (see docs: GEMM on OpenCL).
+// KP_MMA_EMULATE computes the same instructions (mma, ldmatrix, cp.async)
+// through local memory instead (any device: the layout logic is tested on
+// PoCL).
 //
 // Every tensor arrives as (buffer, byte offset). Products accumulate in float.
 #include "gemm_source.h"
@@ -163,20 +167,24 @@ void kp_gemm(long m, long n, long k,
  * for tuning, the host reads the work-group size back from the kernel):
  * 128 x 128 tiles of C, KP_MMA_BK-deep slices in KP_MMA_STAGES buffers of
  * local memory filled by cp.async, KP_MMA_WARPS_M x KP_MMA_WARPS_N warps.
- * 128 x 128 x 32 in 3 stages is 48 KB, OpenCL's local-memory limit on NVIDIA. */
+ * Measured 4096^3 bf16 on an H200 (TFLOPS; cuBLAS 781): 16 x 4 stages, 2 x 4
+ * warps 267 (119 registers: 2 work-groups per SM); 16 x 4, 2 x 2 warps 212;
+ * 32 x 3, 2 x 4 warps 195 (163 registers: 1 work-group per SM); 32 x 3,
+ * 2 x 2 warps ~150; 32 x 2 148. Occupancy, not pipeline depth, decided it
+ * (16 x 6 stages = 16 x 4). */
 #define MBM 128
 #define MBN 128
 #ifndef KP_MMA_BK
-#define KP_MMA_BK 32
+#define KP_MMA_BK 16
 #endif
 #ifndef KP_MMA_STAGES
-#define KP_MMA_STAGES 3
+#define KP_MMA_STAGES 4
 #endif
 #ifndef KP_MMA_WARPS_M
 #define KP_MMA_WARPS_M 2
 #endif
 #ifndef KP_MMA_WARPS_N
-#define KP_MMA_WARPS_N 2
+#define KP_MMA_WARPS_N 4
 #endif
 /* Tiles run in groups of KP_MMA_GROUP tile rows, column by column, so the
  * work-groups in flight share their A and B panels in L2 (1: row order). */
@@ -229,53 +237,60 @@ inline int swz(int r, int c, int chunks) {
   return c ^ ((r / rows_per_line) % span);
 }
 
-/* 16 bytes global -> local, asynchronous; bytes < 16 reads that many and
- * zero-fills the rest (the matrix edge). */
-inline void cp_async16(__local ushort* dst, const __global ushort* src, int bytes) {
+/* 16 bytes global -> S[offset..offset + 7], asynchronous; bytes < 16 reads
+ * that many and zero-fills the rest (the matrix edge). The shared-space
+ * address of a __local array is its integer value on NVIDIA's OpenCL: taken
+ * once, offsets added in 32 bits (64-bit pointer arithmetic per copy and per
+ * ldmatrix cost issue slots the tensor cores were waiting for). */
 #if KP_MMA_EMULATE
-  for (int q = 0; q < 8; ++q) dst[q] = 2 * q < bytes ? src[q] : (ushort)0;
-#else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-               :: "r"((uint)(size_t)dst), "l"((ulong)(size_t)src), "r"(bytes) : "memory");
-#endif
-}
-#if KP_MMA_EMULATE
+#define CP_ASYNC16(S, offset, src, bytes)                                                          \
+  for (int q_ = 0; q_ < 8; ++q_) (S)[(offset) + q_] = 2 * q_ < (bytes) ? (src)[q_] : (ushort)0;
 #define CP_COMMIT()
 #define CP_WAIT()
 #else
+#define CP_ASYNC16(S, offset, src, bytes)                                                          \
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"                                     \
+               :: "r"((uint)(size_t)(S) + 2u * (uint)(offset)), "l"((ulong)(size_t)(src)), "r"(bytes) : "memory")
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define CP_WAIT() asm volatile("cp.async.wait_group " CP_WAIT_N ";" ::: "memory")
 #endif
 
 /* This work-item's share of one operand's slice: rows row0.. (< rows) by
- * columns col0.. (< cols) of the stored matrix X, R staged rows of CH chunks.
- * vec: 16-byte aligned rows (ld, batch stride, buffer offset multiples of 8
- * elements): cp.async; otherwise bounds-checked scalar loads stored directly
- * (visible after the same barrier as the copies). */
-#define STAGE_COPY(S, X, ld, row0, rows, col0, cols, R, CH, vec)                                   \
-  for (int q_ = 0; q_ < ((R) * (CH) + MNT - 1) / MNT; ++q_) {                                     \
-    const int e = lid + q_ * MNT;                                                                  \
+ * columns col0.. (< cols) of the stored matrix X, R staged rows of CH chunks,
+ * into S from element base on. interior (uniform: the tile lies inside C, k
+ * is a multiple of the slice depth, both operands aligned): unchecked
+ * cp.async. vec (16-byte aligned rows: ld, batch stride and buffer offset
+ * multiples of 8 elements): bounds-checked cp.async. Otherwise
+ * bounds-checked scalar loads stored directly (visible after the same
+ * barrier as the copies). */
+#define STAGE_COPY(S, base, X, ld, row0, rows, col0, cols, R, CH, vec)                             \
+  for (int q = 0; q < ((R) * (CH) + MNT - 1) / MNT; ++q) {                                         \
+    const int e = lid + q * MNT;                                                                   \
     if ((R) * (CH) % MNT != 0 && e >= (R) * (CH)) break;                                           \
     const int r = e / (CH), c = e % (CH);                                                          \
     const long gr = (row0) + r, gc = (col0) + c * 8;                                               \
-    __local ushort* dst = (S) + r * (CH) * 8 + swz(r, c, CH) * 8;                                  \
-    const long left = gr < (rows) ? min((long)8, max((long)0, (cols) - gc)) : 0;                   \
-    if (vec) {                                                                                     \
-      cp_async16(dst, left > 0 ? X + gr * (ld) + gc : X, (int)left * 2);                           \
+    const int to = (base) + r * (CH) * 8 + swz(r, c, CH) * 8;                                      \
+    if (interior) {                                                                                \
+      CP_ASYNC16(S, to, X + gr * (ld) + gc, 16);                                                   \
     } else {                                                                                       \
-      ushort v[8];                                                                                 \
-      for (int q = 0; q < 8; ++q) v[q] = q < left ? X[gr * (ld) + gc + q] : (ushort)0;             \
-      *(__local uint4*)dst = (uint4)(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]),      \
-                                     pack2(v[6], v[7]));                                           \
+      const long left = gr < (rows) ? min((long)8, max((long)0, (cols) - gc)) : 0;                 \
+      if (vec) {                                                                                   \
+        CP_ASYNC16(S, to, left > 0 ? X + gr * (ld) + gc : X, (int)left * 2);                       \
+      } else {                                                                                     \
+        ushort v[8];                                                                               \
+        for (int u = 0; u < 8; ++u) v[u] = u < left ? X[gr * (ld) + gc + u] : (ushort)0;          \
+        *(__local uint4*)((S) + to) = (uint4)(pack2(v[0], v[1]), pack2(v[2], v[3]),                \
+                                              pack2(v[4], v[5]), pack2(v[6], v[7]));               \
+      }                                                                                            \
     }                                                                                              \
   }
 
 #define STAGE_A(buf, k0)                                                                           \
-  if (A_KM) { STAGE_COPY(As + (buf) * A_TILE, A, lda, i0, m, k0, k, MBM, A_CH, vec_a) }            \
-  else { STAGE_COPY(As + (buf) * A_TILE, A, lda, k0, k, i0, m, MBK, A_CH, vec_a) }
+  if (A_KM) { STAGE_COPY(As, (buf) * A_TILE, A, lda, i0, m, k0, k, MBM, A_CH, vec_a) }             \
+  else { STAGE_COPY(As, (buf) * A_TILE, A, lda, k0, k, i0, m, MBK, A_CH, vec_a) }
 #define STAGE_B(buf, k0)                                                                           \
-  if (B_KM) { STAGE_COPY(Bs + (buf) * B_TILE, B, ldb, j0, n, k0, k, MBN, B_CH, vec_b) }            \
-  else { STAGE_COPY(Bs + (buf) * B_TILE, B, ldb, k0, k, j0, n, MBK, B_CH, vec_b) }
+  if (B_KM) { STAGE_COPY(Bs, (buf) * B_TILE, B, ldb, j0, n, k0, k, MBN, B_CH, vec_b) }             \
+  else { STAGE_COPY(Bs, (buf) * B_TILE, B, ldb, k0, k, j0, n, MBK, B_CH, vec_b) }
 
 #if KP_DTYPE == 1
 #define MMA_TYPE "f16"
@@ -350,14 +365,16 @@ inline void ldsm_emulated(int trans, const __local ushort* S, int offset, __loca
                "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                  \
                : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3])                                 \
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
-/* The shared-space address of a __local pointer is its integer value on NVIDIA's OpenCL. */
+/* S[offset..]: the array's shared-space address plus the offset, in 32 bits (see CP_ASYNC16). */
 #define LDSM(trans, S, offset, r0, r1, r2, r3)                                                    \
   if (trans)                                                                                      \
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"            \
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((uint)(size_t)((S) + (offset))) : "memory"); \
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)                                         \
+                 : "r"((uint)(size_t)(S) + 2u * (uint)(offset)) : "memory");                      \
   else                                                                                            \
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"                  \
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"((uint)(size_t)((S) + (offset))) : "memory")
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)                                         \
+                 : "r"((uint)(size_t)(S) + 2u * (uint)(offset)) : "memory")
 #endif
 
 /* Loops over fragments are unrolled on NVIDIA (registers, not local arrays);
@@ -393,6 +410,7 @@ void kp_gemm_mma(long m, long n, long k,
   const long batch = get_group_id(2);
   const __global ushort* A = (const __global ushort*)AT(T, a) + batch * a_bs;
   const __global ushort* B = (const __global ushort*)AT(T, b) + batch * b_bs;
+  const int interior = vec_a && vec_b && i0 + MBM <= m && j0 + MBN <= n && k % MBK == 0;
   float acc[FM][FN][4];
 #if UNROLL_OK
 #pragma unroll
@@ -429,8 +447,7 @@ void kp_gemm_mma(long m, long n, long k,
       STAGE_B(next, (s + MST - 1) * MBK)
     }
     CP_COMMIT();
-    const __local ushort* as = As + cur * A_TILE;
-    const __local ushort* bs = Bs + cur * B_TILE;
+    const int as = cur * A_TILE, bs = cur * B_TILE;
 #if UNROLL_OK
 #pragma unroll
 #endif
@@ -444,10 +461,10 @@ void kp_gemm_mma(long m, long n, long k,
         const int rm = wm * WTM + x * 16;
 #if !KP_TA
         const int r = rm + lr + (lm & 1) * 8, c = (ks >> 3) + (lm >> 1);
-        LDSM(0, as, r * (A_CH * 8) + swz(r, c, A_CH) * 8, fa[x][0], fa[x][1], fa[x][2], fa[x][3]);
+        LDSM(0, As, as + r * (A_CH * 8) + swz(r, c, A_CH) * 8, fa[x][0], fa[x][1], fa[x][2], fa[x][3]);
 #else
         const int r = ks + lr + (lm >> 1) * 8, c = (rm >> 3) + (lm & 1);
-        LDSM(1, as, r * (A_CH * 8) + swz(r, c, A_CH) * 8, fa[x][0], fa[x][1], fa[x][2], fa[x][3]);
+        LDSM(1, As, as + r * (A_CH * 8) + swz(r, c, A_CH) * 8, fa[x][0], fa[x][1], fa[x][2], fa[x][3]);
 #endif
       }
       /* B's per pair of n8 tiles: (tile y, k +0), (y, k +8), (y + 1, k +0), (y + 1, k +8). */
@@ -458,10 +475,10 @@ void kp_gemm_mma(long m, long n, long k,
         const int cn = wn * WTN + y * 8;
 #if KP_TB
         const int r = cn + (lm >> 1) * 8 + lr, c = (ks >> 3) + (lm & 1);
-        LDSM(0, bs, r * (B_CH * 8) + swz(r, c, B_CH) * 8, fb[y][0], fb[y][1], fb[y + 1][0], fb[y + 1][1]);
+        LDSM(0, Bs, bs + r * (B_CH * 8) + swz(r, c, B_CH) * 8, fb[y][0], fb[y][1], fb[y + 1][0], fb[y + 1][1]);
 #else
         const int r = ks + lr + (lm & 1) * 8, c = (cn >> 3) + (lm >> 1);
-        LDSM(1, bs, r * (B_CH * 8) + swz(r, c, B_CH) * 8, fb[y][0], fb[y][1], fb[y + 1][0], fb[y + 1][1]);
+        LDSM(1, Bs, bs + r * (B_CH * 8) + swz(r, c, B_CH) * 8, fb[y][0], fb[y][1], fb[y + 1][0], fb[y + 1][1]);
 #endif
       }
 #if UNROLL_OK
