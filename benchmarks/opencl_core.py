@@ -22,6 +22,10 @@ Three parts, each measured side by side in one run (issue 18's targets):
 
     python benchmarks/opencl_core.py [--parts gemm,bandwidth,train] [--options "platform=NVIDIA"]
                                      [--quick] [--json out.json]
+                                     [--mma-variant "NAME=-DKP_MMA_BK=32 -DKP_MMA_STAGES=3" ...]
+
+``--mma-variant`` adds 16-bit rows of the tensor-core kernel built with other shape macros
+(gemm_source.cpp), each in its own copy of the library, timed on A·B beside the default.
 
 TFLOPS are 10^12 floating-point operations (2 m n k per GEMM) per second; GB/s are 10^9 bytes
 per second; 64 MiB is 2^26 bytes per operand.

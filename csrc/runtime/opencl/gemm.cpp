@@ -11,7 +11,7 @@
 //   portable      kp_gemm only.
 //   mma           kp_gemm_mma for 16-bit dtypes wherever asked; a failed build
 //                 is an error carrying the compiler's log.
-//   mma_emulated  kp_gemm_mma with the instruction computed in OpenCL C (any
+//   mma_emulated  kp_gemm_mma with mma/ldmatrix/cp.async computed in OpenCL C (any
 //                 device; slow; tests the fragment layouts on PoCL).
 #include "gemm.h"
 
