@@ -322,6 +322,9 @@ typedef enum kpdrPointwiseOp {
   KPDR_POINTWISE_SIN = 16,
   KPDR_POINTWISE_LOGICAL_NOT = 17, /* [int] x0 == 0 */
   KPDR_POINTWISE_BITWISE_NOT = 18, /* [int] ~x0 (integers only; bool: LOGICAL_NOT) */
+  KPDR_POINTWISE_LOG1P = 19,
+  KPDR_POINTWISE_EXPM1 = 20,
+  KPDR_POINTWISE_LOG_SIGMOID = 21, /* min(x0, 0) - log1p(exp(-|x0|)) */
   /* binary: out = f(x0, x1) */
   KPDR_POINTWISE_ADD = 32,        /* [int] x0 + alpha * x1 */
   KPDR_POINTWISE_SUB = 33,        /* [int] x0 - alpha * x1 */
@@ -348,11 +351,15 @@ typedef enum kpdrPointwiseOp {
   KPDR_POINTWISE_BITWISE_AND = 54,        /* [int] x0 & x1 (integers only) */
   KPDR_POINTWISE_BITWISE_OR = 55,         /* [int] x0 | x1 */
   KPDR_POINTWISE_BITWISE_XOR = 56,        /* [int] x0 ^ x1 */
+  KPDR_POINTWISE_SOFTPLUS = 57,           /* x0 * alpha > x1 ? x0 : log1p(exp(x0 * alpha)) / alpha (alpha = beta, x1 = threshold) */
+  KPDR_POINTWISE_LOG_SIGMOID_BACKWARD = 58, /* x0 * sigmoid(-x1), x1 = log_sigmoid's input */
   /* ternary: out = f(x0, x1, x2) */
   KPDR_POINTWISE_WHERE = 64,      /* [int] x0 != 0 ? x1 : x2 */
   KPDR_POINTWISE_ADDCMUL = 65,    /* x0 + alpha * x1 * x2 */
   KPDR_POINTWISE_ADDCDIV = 66,    /* x0 + alpha * x1 / x2 */
   KPDR_POINTWISE_NAN_TO_NUM = 67, /* NaN -> alpha, +inf -> x1, -inf -> x2, else x0 */
+  KPDR_POINTWISE_CLAMP = 68,      /* NaN x0 stays NaN, else min(max(x0, x1), x2) (absent bounds: -inf, +inf) */
+  KPDR_POINTWISE_SOFTPLUS_BACKWARD = 69, /* x1 * alpha > x2 ? x0 : x0 * e / (e + 1), e = exp(x1 * alpha) */
   /* index-dependent: i the row-major linear index over `sizes`; for TRIL and
    * TRIU, (r, c) the indices of the last two dimensions (ndim >= 2) */
   KPDR_POINTWISE_ARANGE = 80,     /* [int][index] x0 + alpha * i (x0 a scalar: arange) */

@@ -14,7 +14,9 @@ ROUTED_OPS = (
     "tanh", "tanh_", "tanh_backward", "threshold_backward", "pow", "maximum", "minimum",
     "eq", "ne", "lt", "le", "gt", "ge", "where", "fill_", "zero_", "lerp", "lerp_",
     "addcmul", "addcmul_", "addcdiv", "addcdiv_", "sum", "mean", "amax", "amin",
-    "mse_loss", "mse_loss_backward",
+    "mse_loss", "mse_loss_backward", "log1p", "log1p_", "expm1", "expm1_", "clamp", "clamp_", "clamp_min",
+    "clamp_min_", "clamp_max", "clamp_max_", "softplus", "softplus_backward", "log_sigmoid_forward",
+    "log_sigmoid_backward",
 )
 
 SCRIPT = r'''
@@ -140,6 +142,39 @@ for dt in DTYPES:
             check(lambda t, o=other: t.to(o), r(5, 7), name=f"cast to {other}")
             check(lambda t, o=other: t.t().to(o), r(5, 7), name=f"cast transposed to {other}")
     check(lambda t: t.t().contiguous(), r(5, 7), name="contiguous of a transpose")
+
+# A loop of its own (its own seed), so the cases above keep their inputs.
+torch.manual_seed(1)
+for dt in DTYPES:
+    r = lambda *s: torch.randn(*s).to(dt)
+    pos = lambda *s: (torch.rand(*s) + 0.1).to(dt)
+    # log1p/expm1, clamp (both bounds, one, NaN), softplus and log-sigmoid with their backward
+    def grad_of(fn):
+        def run(t):
+            t = t.detach().clone().requires_grad_()
+            fn(t).sum().backward()
+            return t.grad
+        return run
+    x = r(9, 17) * 4
+    x[0, 0] = float("nan")
+    check(torch.log1p, pos(9, 17), name="log1p")
+    check(torch.expm1, r(9, 17), name="expm1")
+    check(lambda t: t.clamp(-0.5, 0.75), x, name="clamp both bounds (NaN stays)")
+    check(lambda t: t.clamp(min=0.1), x.t(), name="clamp min only, transposed")
+    check(lambda t: t.clamp(max=-1), x, name="clamp max only")
+    check(lambda t: t.clamp(2.0, 1.0), x, name="clamp min above max: max")
+    check(inplace("clamp_", -1, 1), x, name="clamp_")
+    check(lambda t: t.clamp_min(1e-3), x, name="clamp_min")
+    check(inplace("clamp_max_", 0.5), x, name="clamp_max_")
+    check(grad_of(lambda t: t.clamp(-1, 1)), r(9, 17) * 2, name="clamp backward")
+    check(F.softplus, x, name="softplus")
+    check(lambda t: F.softplus(t, beta=2.0, threshold=3.0), x, name="softplus beta threshold")
+    check(grad_of(lambda t: F.softplus(t, beta=0.5, threshold=4.0)), r(9, 17) * 8, name="softplus backward")
+    check(F.logsigmoid, x * 10, name="logsigmoid (wide range)")
+    check(grad_of(F.logsigmoid), r(9, 17) * 10, name="logsigmoid backward")
+    check(lambda a, b: F.binary_cross_entropy_with_logits(a, b), r(9, 17), torch.rand(9, 17).to(dt),
+          name="binary_cross_entropy_with_logits")
+    check(grad_of(torch.log1p), pos(9, 17), name="log1p backward")
 
 stats = {op: n for op, n in torch.my_asic.fallback_stats().items()
          if op.split("::")[1].split(".")[0] in ROUTED_OPS}

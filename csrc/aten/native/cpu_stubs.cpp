@@ -145,6 +145,8 @@ void use_cpu_kernels_for_stubs() {
   // Unary math and activations (and their backward formulas).
   use_cpu_kernel(abs_stub);
   use_cpu_kernel(exp_stub);
+  use_cpu_kernel(expm1_stub);
+  use_cpu_kernel(log1p_stub);
   use_cpu_kernel(log_stub);
   use_cpu_kernel(neg_stub);
   use_cpu_kernel(reciprocal_stub);
@@ -162,6 +164,8 @@ void use_cpu_kernels_for_stubs() {
   use_cpu_kernel(GeluKernel);
   use_cpu_kernel(GeluBackwardKernel);
   use_cpu_kernel(silu_stub);
+  use_cpu_kernel(softplus_stub);
+  use_cpu_kernel(softplus_backward_stub);
   use_cpu_kernel(silu_backward_stub);
   use_cpu_kernel(leaky_relu_stub);
   use_cpu_kernel(leaky_relu_backward_stub);

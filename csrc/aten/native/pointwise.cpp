@@ -11,6 +11,10 @@
 #include <ATen/ops/addcdiv_native.h>
 #include <ATen/ops/addcmul_native.h>
 #include <ATen/ops/clamp_min_native.h>
+#include <ATen/ops/expm1_native.h>
+#include <ATen/ops/log1p_native.h>
+#include <ATen/ops/softplus_backward_native.h>
+#include <ATen/ops/softplus_native.h>
 #include <ATen/ops/cos_native.h>
 #include <ATen/ops/div_native.h>
 #include <ATen/ops/eq_native.h>
@@ -93,6 +97,10 @@ void register_pointwise(Registrar& r) {
   all_forms<structured_pow_Tensor_Tensor_out, T>(r, "pow.Tensor_Tensor", "pow.Tensor_Tensor_out", "pow_.Tensor");
   all_forms<structured_clamp_min_out, S>(r, "clamp_min", "clamp_min.out", "clamp_min_");
   all_forms<structured_clamp_min_Tensor_out, T>(r, "clamp_min.Tensor", "clamp_min.Tensor_out", "clamp_min_.Tensor");
+  all_forms<structured_log1p_out>(r, "log1p", "log1p.out", "log1p_");
+  all_forms<structured_expm1_out>(r, "expm1", "expm1.out", "expm1_");
+  all_forms<structured_softplus_out, S, S>(r, "softplus", "softplus.out", nullptr);
+  all_forms<structured_softplus_backward_out, T, S, S>(r, "softplus_backward", "softplus_backward.grad_input", nullptr);
 
   // Comparisons.
   all_forms<structured_eq_Scalar_out, S>(r, "eq.Scalar", "eq.Scalar_out", "eq_.Scalar");

@@ -17,6 +17,9 @@
 
 #include <initializer_list>
 #include <optional>
+#include <tuple>
+#include <vector>
+#include <limits>
 #include <string_view>
 
 #include "core/core.h"
@@ -416,6 +419,138 @@ struct AddC {
   }
 };
 
+// ---- ops with scalar parameters: clamp, softplus, log_sigmoid -----------------
+
+// out = op(self, a, b) for a float self with real scalars a and b: a travels
+// as a CPU 0-dim operand, b (an iterator takes one CPU scalar) as a device
+// 0-dim tensor of self's dtype, as ATen's kernels read them in that dtype.
+at::Tensor with_scalars(at::TensorBase out, T self, std::initializer_list<double> scalars, int32_t op, double alpha) {
+  if (!eligible({&self}, false) || !float_inputs({&self})) return at::Tensor();
+  const at::Tensor result = out.defined() ? at::Tensor(out) : at::empty_like(self);
+  at::TensorIteratorConfig config;
+  config.check_all_same_dtype(false).allow_cpu_scalars(true).resize_outputs(false).add_output(result).add_const_input(
+      self);
+  std::vector<at::Tensor> keep;
+  bool first = true;
+  for (double v : scalars) {
+    at::Tensor t = first ? at::scalar_tensor(v, at::TensorOptions().dtype(at::kDouble))
+                         : at::scalar_tensor(v, self.options());
+    if (first) t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    first = false;
+    keep.push_back(t);
+    config.add_const_input(keep.back());
+  }
+  return through_entry([&] { return config.build(); }, op, alpha);
+}
+
+// clamp / clamp_min / clamp_max with real scalar bounds (an absent one: +-inf).
+struct Clamp {
+  static std::optional<std::pair<double, double>> bounds(const std::optional<at::Scalar>& lo,
+                                                         const std::optional<at::Scalar>& hi) {
+    if ((!lo && !hi) || (lo && lo->isComplex()) || (hi && hi->isComplex())) return std::nullopt;
+    const double inf = std::numeric_limits<double>::infinity();
+    return std::make_pair(lo ? lo->toDouble() : -inf, hi ? hi->toDouble() : inf);
+  }
+  static at::Tensor run(at::TensorBase out, T self, const std::optional<at::Scalar>& lo,
+                        const std::optional<at::Scalar>& hi) {
+    const auto b = bounds(lo, hi);
+    if (!b || (lo && !lo->isFloatingPoint() && !lo->isIntegral(false)) ||
+        (hi && !hi->isFloatingPoint() && !hi->isIntegral(false))) {
+      return at::Tensor();
+    }
+    return with_scalars(out, self, {b->first, b->second}, KPDR_POINTWISE_CLAMP, 1.0);
+  }
+  static at::Tensor functional(T self, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
+    at::Tensor r = run(at::TensorBase(), self, lo, hi);
+    if (r.defined()) return r;
+    return run_on_fallback<at::Tensor, T, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>(
+        reinterpret_cast<const void*>(&functional), self, lo, hi);
+  }
+  static at::Tensor& inplace(at::Tensor& self, const std::optional<at::Scalar>& lo,
+                             const std::optional<at::Scalar>& hi) {
+    if (run(self, self, lo, hi).defined()) return self;
+    return run_on_fallback<at::Tensor&, at::Tensor&, const std::optional<at::Scalar>&,
+                           const std::optional<at::Scalar>&>(reinterpret_cast<const void*>(&inplace), self, lo, hi);
+  }
+  static at::Tensor min(T self, S lo) {
+    at::Tensor r = run(at::TensorBase(), self, lo, std::nullopt);
+    if (r.defined()) return r;
+    return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&min), self, lo);
+  }
+  static at::Tensor& min_(at::Tensor& self, S lo) {
+    if (run(self, self, lo, std::nullopt).defined()) return self;
+    return run_on_fallback<at::Tensor&, at::Tensor&, S>(reinterpret_cast<const void*>(&min_), self, lo);
+  }
+  static at::Tensor max(T self, S hi) {
+    at::Tensor r = run(at::TensorBase(), self, std::nullopt, hi);
+    if (r.defined()) return r;
+    return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&max), self, hi);
+  }
+  static at::Tensor& max_(at::Tensor& self, S hi) {
+    if (run(self, self, std::nullopt, hi).defined()) return self;
+    return run_on_fallback<at::Tensor&, at::Tensor&, S>(reinterpret_cast<const void*>(&max_), self, hi);
+  }
+};
+
+struct Softplus {
+  static at::Tensor forward(T self, S beta, S threshold) {
+    if (real(beta) && real(threshold)) {
+      at::Tensor r = with_scalars(at::TensorBase(), self, {threshold.toDouble()}, KPDR_POINTWISE_SOFTPLUS,
+                                  beta.toDouble());
+      if (r.defined()) return r;
+    }
+    return run_on_fallback<at::Tensor, T, S, S>(reinterpret_cast<const void*>(&forward), self, beta, threshold);
+  }
+  static at::Tensor backward(T grad, T self, S beta, S threshold) {
+    if (real(beta) && real(threshold) && eligible({&grad, &self}, false) && float_inputs({&grad, &self})) {
+      const at::Tensor t = at::scalar_tensor(threshold.toDouble(), at::TensorOptions().dtype(at::kDouble));
+      t.unsafeGetTensorImpl()->set_wrapped_number(true);
+      at::TensorBase out;
+      at::Tensor r = through_entry(
+          [&] {
+            return at::TensorIteratorConfig()
+                .check_all_same_dtype(false)
+                .allow_cpu_scalars(true)
+                .promote_inputs_to_common_dtype(true)
+                .cast_common_dtype_to_outputs(true)
+                .add_output(out)
+                .add_const_input(grad)
+                .add_const_input(self)
+                .add_const_input(t)
+                .build();
+          },
+          KPDR_POINTWISE_SOFTPLUS_BACKWARD, beta.toDouble());
+      if (r.defined()) return r;
+    }
+    return run_on_fallback<at::Tensor, T, T, S, S>(reinterpret_cast<const void*>(&backward), grad, self, beta,
+                                                   threshold);
+  }
+};
+
+// log_sigmoid_forward returns (output, buffer); as on CUDA the buffer is
+// empty and the backward reads the input instead.
+struct LogSigmoid {
+  static std::tuple<at::Tensor, at::Tensor> forward(T self) {
+    if (eligible({&self}, false) && float_inputs({&self})) {
+      at::TensorBase out;
+      at::Tensor r = through_entry([&] { return make(Iter::kUnary, out, self); }, KPDR_POINTWISE_LOG_SIGMOID, 1.0);
+      if (r.defined()) return {r, at::empty({0}, self.options())};
+    }
+    return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T>(reinterpret_cast<const void*>(&forward), self);
+  }
+  static at::Tensor backward(T grad, T self, T buffer) {
+    if (eligible({&grad, &self}, false) && float_inputs({&grad, &self})) {
+      at::TensorBase out;
+      at::Tensor r = through_entry([&] { return make(Iter::kBinary, out, grad, self); },
+                                   KPDR_POINTWISE_LOG_SIGMOID_BACKWARD, 1.0);
+      if (r.defined()) return r;
+    }
+    // ATen's CPU backward reads the buffer its forward fills: give it one.
+    const at::Tensor filled = buffer.numel() == self.numel() ? buffer : self.abs().neg().exp();
+    return run_on_fallback<at::Tensor, T, T, T>(reinterpret_cast<const void*>(&backward), grad, self, filled);
+  }
+};
+
 // where(condition, self, other): condition bool, self and other of one
 // float result type (0-dim CPU tensors as values).
 struct Where {
@@ -549,7 +684,19 @@ void register_runtime_pointwise(Registrar& r) {
   KP_UNARY("sign", KPDR_POINTWISE_SIGN, kUnary);
   KP_UNARY("cos", KPDR_POINTWISE_COS, kUnaryFloat);
   KP_UNARY("sin", KPDR_POINTWISE_SIN, kUnaryFloat);
+  KP_UNARY("log1p", KPDR_POINTWISE_LOG1P, kUnaryFloat);
+  KP_UNARY("expm1", KPDR_POINTWISE_EXPM1, kUnaryFloat);
 #undef KP_UNARY
+  r.impl("clamp", TORCH_FN(Clamp::functional));
+  r.impl("clamp_", TORCH_FN(Clamp::inplace));
+  r.impl("clamp_min", TORCH_FN(Clamp::min));
+  r.impl("clamp_min_", TORCH_FN(Clamp::min_));
+  r.impl("clamp_max", TORCH_FN(Clamp::max));
+  r.impl("clamp_max_", TORCH_FN(Clamp::max_));
+  r.impl("softplus", TORCH_FN(Softplus::forward));
+  r.impl("softplus_backward", TORCH_FN(Softplus::backward));
+  r.impl("log_sigmoid_forward", TORCH_FN(LogSigmoid::forward));
+  r.impl("log_sigmoid_backward", TORCH_FN(LogSigmoid::backward));
   // sgn: real inputs only (complex ones fall back); a kernel of its own (tag).
   r.impl("sgn", TORCH_FN((Unary<KPDR_POINTWISE_SIGN, Iter::kUnary, 1>::functional)));
   r.impl("sgn_", TORCH_FN((Unary<KPDR_POINTWISE_SIGN, Iter::kUnary, 1>::inplace)));

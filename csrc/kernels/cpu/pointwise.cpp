@@ -55,6 +55,20 @@ struct Position {
 
 float apply(int32_t op, float x, float y, float z, float alpha, const Position& at) {
   switch (op) {
+    case KPDR_POINTWISE_LOG1P: return std::log1p(x);
+    case KPDR_POINTWISE_EXPM1: return std::expm1(x);
+    case KPDR_POINTWISE_LOG_SIGMOID: return std::min(x, 0.0f) - std::log1p(std::exp(-std::fabs(x)));
+    case KPDR_POINTWISE_SOFTPLUS: return x * alpha > y ? x : std::log1p(std::exp(x * alpha)) / alpha;
+    case KPDR_POINTWISE_LOG_SIGMOID_BACKWARD: {
+      // sigmoid(-y) without overflow on either side (ATen's CPU form)
+      const float e = std::exp(-std::fabs(y));
+      return y < 0.0f ? x / (1.0f + e) : x * e / (1.0f + e);
+    }
+    case KPDR_POINTWISE_CLAMP: return std::isnan(x) ? x : std::min(std::max(x, y), z);
+    case KPDR_POINTWISE_SOFTPLUS_BACKWARD: {
+      const float e = std::exp(y * alpha);
+      return y * alpha > z ? x : x * e / (e + 1.0f);
+    }
     case KPDR_POINTWISE_COS: return std::cos(x);
     case KPDR_POINTWISE_SIN: return std::sin(x);
     case KPDR_POINTWISE_LOGICAL_NOT: return x == 0.0f ? 1.0f : 0.0f;
@@ -196,10 +210,10 @@ int64_t element_count(int ndim, const int64_t* sizes) {
 }  // namespace
 
 int pointwise_arity(int32_t op) {
-  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_BITWISE_NOT) return 1;
+  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_LOG_SIGMOID) return 1;
   if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LOGICAL_OR) return 2;
-  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_BITWISE_XOR) return 2;
-  if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_NAN_TO_NUM) return 3;
+  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_LOG_SIGMOID_BACKWARD) return 2;
+  if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_SOFTPLUS_BACKWARD) return 3;
   if (op == KPDR_POINTWISE_ARANGE || op == KPDR_POINTWISE_TRIL || op == KPDR_POINTWISE_TRIU) return 1;
   if (op == KPDR_POINTWISE_LINSPACE) return 2;
   return 0;
