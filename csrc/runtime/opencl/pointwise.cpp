@@ -5,10 +5,15 @@
 // cache (in memory and on disk), so a training step compiles a few dozen
 // small programs on its first iteration and none after.
 //
-// Pointwise: one work-item per output element (grid-stride), the linear
-// index decomposed row-major over the sizes. Reduce: a work-group per output
-// element summing (or min/max-ing) a strided slice into local memory, then a
-// tree; small reductions take one work-item per output instead.
+// Dimensions every operand walks as one are merged on the host first.
+// Pointwise: contiguous operands take a vectorised grid-stride kernel without
+// index arithmetic; others one work-item per output element (grid-stride), the
+// linear index decomposed row-major over the sizes. Reduce: contiguous slices
+// (rows) and one contiguous kept dimension (columns) take kernels that read
+// 16-byte vectors, coalesced, with a second pass over partial results where
+// the work is split; other layouts a work-group per output element summing
+// (or min/max-ing) a strided slice into local memory, then a tree; small
+// reductions one work-item per output instead.
 #include <algorithm>
 #include <cstring>
 #include <exception>
