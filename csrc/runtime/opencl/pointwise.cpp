@@ -531,8 +531,10 @@ std::string reduce_rows_source(const kpdrReduceArgs& a, int kept, int vec) {
   src += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void kp_reduce_rows(BUF(in), BUF(out), BUF(part), "
          "long8 ks, long8 ki, long8 ko, long outputs, long count, int lpr, long chunk, long splits) {\n";
   src += " __local float red[WG];\n const int t = get_local_id(0), lane = t & (lpr - 1);\n";
-  src += " const long split = get_group_id(0) % splits;\n";
-  src += " const long g = get_group_id(0) / splits * (WG / lpr) + t / lpr;\n";
+  // 32-bit division: the 64-bit one is a long software routine on GPUs
+  src += " const uint grp = (uint)get_group_id(0), nsplit = (uint)splits;\n";
+  src += " const long split = grp % nsplit;\n";
+  src += " const long g = (long)(grp / nsplit) * (WG / lpr) + t / lpr;\n";
   src += " float acc = " + r.identity + ";\n long obase = 0;\n";
   src += " if (g < outputs) {\n  long base;\n  {\n" + decompose("g", kept, "ks", {{"b", "ki"}, {"ob", "ko"}}) +
          "  base = b; obase = ob;\n  }\n";
@@ -572,21 +574,23 @@ std::string reduce_rows_source(const kpdrReduceArgs& a, int kept, int vec) {
 
 // Columns: one kept dimension of stride 1 (`cols` outputs, output stride
 // ko0), the slice over the reduced dimensions (rs, ri): sums over the first
-// dimension. A work-group is KP_CX work-items across vec-column vectors by
-// WG / KP_CX across rows, so each warp reads whole rows' bytes, coalesced;
-// group p of `parts` takes rows [p * chunk, (p + 1) * chunk) and leaves its
-// partial results in `part` for kp_reduce_finish (parts == 1: the results).
+// dimension. A work-group is `cx` work-items across vec-column vectors by
+// WG / cx across rows, so each row's bytes are read in contiguous segments of
+// cx vectors (128 bytes and up), coalesced; kColumnRows rows in flight per
+// work-item. Group p of `parts` takes rows [p * chunk, (p + 1) * chunk) and,
+// when parts > 1, leaves its partial results in `part` for kp_reduce_finish.
+constexpr int kColumnRows = 8;
 std::string reduce_cols_source(const kpdrReduceArgs& a, int reduced, int vec) {
   const ReduceOp r = reduce_op(a);
-  std::string src = std::string(kPrelude) + kVectorPrelude + "#define WG KP_WG\n#define KP_CX (WG < 32 ? WG : 32)\n"
-                    "#define KP_LY (WG / KP_CX)\n";
-  const std::string v = num(vec), vt = vec > 1 ? "float" + v : "float";
+  std::string src = std::string(kPrelude) + kVectorPrelude + "#define WG KP_WG\n";
+  const std::string v = num(vec), vt = vec > 1 ? "float" + v : "float", U = num(kColumnRows);
   src += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void kp_reduce_cols(BUF(in), BUF(out), BUF(part), "
-         "long cols, long ko0, long8 rs, long8 ri, long count, long chunk, long col_blocks) {\n";
+         "long cols, long ko0, long8 rs, long8 ri, long count, long chunk, long col_blocks, int cx) {\n";
   src += " __local float red[WG * " + v + "];\n";
-  src += " const int t = get_local_id(0), lx = t % KP_CX, ly = t / KP_CX;\n";
-  src += " const long p = get_group_id(0) / col_blocks;\n";
-  src += " const long c0 = (get_group_id(0) % col_blocks * KP_CX + lx) * " + v + ";\n";
+  src += " const int t = get_local_id(0), lx = t % cx, ly = t / cx, lys = WG / cx;\n";
+  src += " const uint grp = (uint)get_group_id(0), nblock = (uint)col_blocks;\n";  // 32-bit division
+  src += " const long p = grp / nblock;\n";
+  src += " const long c0 = ((long)(grp % nblock) * cx + lx) * " + v + ";\n";
   src += " " + vt + " acc = (" + vt + ")(" + r.identity + ");\n";
   src += " if (c0 < cols) {\n  const long j1 = min(count, (p + 1) * chunk);\n  long j = p * chunk + ly;\n";
   const std::string load = vec > 1 ? load_vec(a.in_dtype, vec, false, "PTR(in)", "r + c0")
@@ -597,21 +601,22 @@ std::string reduce_cols_source(const kpdrReduceArgs& a, int reduced, int vec) {
     for (int e = 0; e < vec; ++e) code += " acc.s" + num(e) + " = " + r.combine("acc.s" + num(e), x + ".s" + num(e)) + ";";
     return code + "\n";
   };
-  // Four rows in flight per work-item before any is used (as the row kernel).
-  src += "  for (; j + 3 * KP_LY < j1; j += 4 * KP_LY) {\n   " + vt + " v0, v1, v2, v3;\n";
-  for (int u = 0; u < 4; ++u) {
-    src += "   {\n" + decompose("j + " + num(u) + " * KP_LY", reduced, "rs", {{"r", "ri"}}) + "   v" + num(u) +
-           " = " + load + ";\n   }\n";
+  // All the block's loads are issued before any is used: one row at a time
+  // left the kernel latency-bound.
+  src += "  for (; j + " + num(kColumnRows - 1) + " * lys < j1; j += " + U + " * lys) {\n   " + vt + " v[" + U + "];\n";
+  for (int u = 0; u < kColumnRows; ++u) {
+    src += "   {\n" + decompose("j + " + num(u) + " * lys", reduced, "rs", {{"r", "ri"}}) + "   v[" + num(u) +
+           "] = " + load + ";\n   }\n";
   }
-  for (int u = 0; u < 4; ++u) src += fold("v" + num(u));
+  for (int u = 0; u < kColumnRows; ++u) src += fold("v[" + num(u) + "]");
   src += "  }\n";
-  src += "  for (; j < j1; j += KP_LY) {\n" + decompose("j", reduced, "rs", {{"r", "ri"}});
-  src += "   const " + vt + " v = " + load + ";\n" + fold("v") + "  }\n }\n";
+  src += "  for (; j < j1; j += lys) {\n" + decompose("j", reduced, "rs", {{"r", "ri"}});
+  src += "   const " + vt + " w = " + load + ";\n" + fold("w") + "  }\n }\n";
   auto lane = [&](int e) { return vec > 1 ? "acc.s" + num(e) : std::string("acc"); };
   for (int e = 0; e < vec; ++e) src += " red[t * " + v + " + " + num(e) + "] = " + lane(e) + ";\n";
   src += " barrier(CLK_LOCAL_MEM_FENCE);\n";
-  src += " for (int s = KP_LY / 2; s > 0; s >>= 1) {\n  if (ly < s) {\n";
-  src += "   for (int e = 0; e < " + v + "; ++e) { const float x = red[t * " + v + " + e], y = red[(t + s * KP_CX) * " + v +
+  src += " for (int s = lys / 2; s > 0; s >>= 1) {\n  if (ly < s) {\n";
+  src += "   for (int e = 0; e < " + v + "; ++e) { const float x = red[t * " + v + " + e], y = red[(t + s * cx) * " + v +
          " + e]; red[t * " + v + " + e] = " + r.combine("x", "y") + "; }\n  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
   src += " if (ly == 0 && c0 < cols) {\n  for (int e = 0; e < " + v + "; ++e) {\n";
   src += "   float acc = red[t * " + v + " + e];\n";
@@ -790,7 +795,8 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
     const std::string key_tail = num(a->op) + "i" + num(a->in_dtype) + "o" + num(a->out_dtype) + "k" + num(kept) + "r" +
                                  num(reduced) + "v";
     const bool rows = reduced == 0 || (reduced == 1 && ri[0] == 1);
-    if (rows || (kept == 1 && ki[0] == 1)) {
+    // (the kernels index work-groups in 32 bits)
+    if ((rows || (kept == 1 && ki[0] == 1)) && outputs < (int64_t{1} << 31)) {
       if (!rows) {  // vectors of whole aligned column groups only
         bool ok = found && ks[0] % vec == 0 && in_offset % (static_cast<uint64_t>(vec) * in_bytes) == 0;
         for (int d = 0; d < reduced; ++d) ok = ok && ri[d] % vec == 0;
@@ -804,7 +810,7 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
       if (kpdrError_t error = kernel_for(runtime, device, key, name, make, &kernel)) return error;
       if (kpdrError_t error = kernel_for(runtime, device, key, "kp_reduce_finish", make, &finish)) return error;
       const int64_t wg = static_cast<int64_t>(kernel->work_group);
-      int64_t parts = 1, chunk = std::max<int64_t>(count, 1), groups = 0, lpr = 1;
+      int64_t parts = 1, chunk = std::max<int64_t>(count, 1), groups = 0, lpr = 1, cx = 1;
       if (rows) {
         // Work-items per slice: about four vectors each, a power of two up to WG.
         const int64_t vectors = (count + vec - 1) / vec;
@@ -816,10 +822,20 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
         chunk = (count + parts - 1) / parts;
         chunk = (chunk + vec - 1) / vec * vec;
       } else {
-        const int64_t cx = std::min<int64_t>(32, wg), ly = wg / cx;
+        // One launch where 128-byte column segments (cx = 8 vectors) give at
+        // least a work-group per two compute units and each work-item at most
+        // 512 rows: a second launch costs about as much as the reading on a
+        // GPU. Otherwise 32 vectors across, and blocks of rows split out.
+        cx = std::min<int64_t>(8, wg);
         groups = (ks[0] + cx * vec - 1) / (cx * vec);
-        if (count > 0) {
-          parts = std::max<int64_t>(1, std::min((target_groups + groups - 1) / groups, (count + ly * 4 - 1) / (ly * 4)));
+        if (groups * 2 < compute_units || count > 512 * (wg / cx)) {
+          cx = std::min<int64_t>(32, wg);
+          groups = (ks[0] + cx * vec - 1) / (cx * vec);
+          const int64_t ly = wg / cx;
+          if (count > 0) {
+            parts = std::max<int64_t>(1, std::min((target_groups + groups - 1) / groups,
+                                                  (count + ly * 2 * kColumnRows - 1) / (ly * 2 * kColumnRows)));
+          }
         }
         chunk = (std::max<int64_t>(count, 1) + parts - 1) / parts;
       }
@@ -854,7 +870,7 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
         args.i64(outputs); args.i64(count); args.i32(static_cast<int32_t>(lpr)); args.i64(chunk); args.i64(parts);
       } else {
         args.i64(ks[0]); args.i64(ko[0]); args.long8(rs, reduced); args.long8(ri, reduced);
-        args.i64(count); args.i64(chunk); args.i64(groups);
+        args.i64(count); args.i64(chunk); args.i64(groups); args.i32(static_cast<int32_t>(cx));
       }
       if (kpdrError_t error = args.run(kernel, *stream, static_cast<size_t>(groups * parts * wg), wg)) return error;
       if (parts == 1) return KPDR_SUCCESS;
