@@ -211,7 +211,7 @@ def check_layouts(runtime):
     fns = {"sum": np.sum, "mean": np.mean, "amax": np.max, "amin": np.min}
     cases = [((37, 1001), (1,), 0), ((5, 64), (1,), 0), ((3, 70000), (1,), 0), ((2, 3, 50000), (0, 1, 2), 0),
              ((1000, 300), (0,), 0), ((1000, 301), (0,), 0), ((1000, 300), (0,), 1), ((4, 333, 40), (0, 1), 0),
-             ((513, 64), (1,), 3), ((20000, 8), (0,), 0)]
+             ((513, 64), (1,), 3), ((40000, 8), (0,), 0), ((1000, 16), (0,), 0)]
     for shape, dims, offset in cases:
         x = rng.standard_normal(shape).astype(np.float32)
         for op, fn in fns.items():

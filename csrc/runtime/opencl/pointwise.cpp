@@ -576,7 +576,7 @@ std::string reduce_rows_source(const kpdrReduceArgs& a, int kept, int vec) {
 // ko0), the slice over the reduced dimensions (rs, ri): sums over the first
 // dimension. A work-group is `cx` work-items across vec-column vectors by
 // WG / cx across rows, so each row's bytes are read in contiguous segments of
-// cx vectors (128 bytes and up), coalesced; kColumnRows rows in flight per
+// cx vectors (64 bytes and up), coalesced; kColumnRows rows in flight per
 // work-item. Group p of `parts` takes rows [p * chunk, (p + 1) * chunk) and,
 // when parts > 1, leaves its partial results in `part` for kp_reduce_finish.
 constexpr int kColumnRows = 8;
@@ -822,12 +822,20 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
         chunk = (count + parts - 1) / parts;
         chunk = (chunk + vec - 1) / vec * vec;
       } else {
-        // One launch where 128-byte column segments (cx = 8 vectors) give at
-        // least a work-group per two compute units and each work-item at most
-        // 512 rows: a second launch costs about as much as the reading on a
-        // GPU. Otherwise 32 vectors across, and blocks of rows split out.
+        // One launch where column segments of 8 vectors (128 bytes), else 4
+        // (64 bytes: still whole 32-byte sectors), give at least two
+        // work-groups per compute unit, and each work-item reads at most 512
+        // rows: on an H200 through NVIDIA's OpenCL a call costs about 21 us
+        // before any reading (a second launch as much as the reading of
+        // 64 MiB), and 8-vector segments there (one work-group per compute
+        // unit) kept too few loads in flight (0.45 of a copy). Otherwise 32
+        // vectors across, and blocks of rows split out to a second pass.
         cx = std::min<int64_t>(8, wg);
         groups = (ks[0] + cx * vec - 1) / (cx * vec);
+        if (groups < 2 * compute_units) {
+          cx = std::min<int64_t>(4, wg);
+          groups = (ks[0] + cx * vec - 1) / (cx * vec);
+        }
         if (groups * 2 < compute_units || count > 512 * (wg / cx)) {
           cx = std::min<int64_t>(32, wg);
           groups = (ks[0] + cx * vec - 1) / (cx * vec);
