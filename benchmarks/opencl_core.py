@@ -13,6 +13,8 @@ Three parts, each measured side by side in one run (issue 18's targets):
   columns, amax) of 64 MiB operands through the ``pointwise`` and ``reduce`` entries, as a
   fraction of an OpenCL device-to-device copy's bandwidth (bytes read + written per second).
   Goal >= 0.70.
+  The launch floor (microseconds per call of a 16 KiB add and row sum) is reported beside
+  them: a 64 MiB op that takes little more than it is bound by launch costs, not bandwidth.
 * ``train``: one training step (forward, backward, AdamW) of a tiny Hugging Face Llama
   (LlamaConfig, random weights; batch 8, sequence 512) on my_asic over the OpenCL runtime,
   on torch.cuda eager, and on the machine's CPU, each in its own process (torch's CUDA
@@ -297,6 +299,28 @@ def bench_bandwidth(rt, iterations, tick, nbytes=64 * MIB):
     return rows
 
 
+def bench_launch(rt, iterations):
+    """Microseconds per call of a 16 KiB float32 add and row sum: the floor under every
+    bandwidth row (host, driver and launch costs), which a 64 MiB op must stay well above."""
+    entries = core_entries(rt)
+    rows_n, cols_n = 16, 256
+    px, out = rt.upload(torch.randn(rows_n, cols_n)), rt.malloc(rows_n * cols_n * 4)
+    contiguous = _DIMS(cols_n, 1)
+    ins = (Operand * 3)(Operand(data=px, dtype=F32, strides=contiguous), Operand(data=px, dtype=F32, strides=contiguous),
+                        Operand(data=None, dtype=F32, strides=_DIMS()))
+    add = PointwiseArgs(op=POINTWISE["add"][0], ndim=2, sizes=_DIMS(rows_n, cols_n), out=out, out_dtype=F32,
+                        out_strides=contiguous, inputs=ins, alpha=1.0)
+    total = ReduceArgs(op=REDUCE["sum_rows"][0], ndim=2, sizes=_DIMS(rows_n, cols_n), reduce_mask=REDUCE["sum_rows"][1],
+                       input=px, in_dtype=F32, in_strides=contiguous, out=out, out_dtype=F32, out_strides=_DIMS(1, 0))
+    result = {}
+    for name, entry, args in (("pointwise_us", "pointwise", add), ("reduce_us", "reduce", total)):
+        launch = lambda: rt.check(entries[entry](ctypes.byref(args), rt.stream), entry)  # noqa: E731
+        result[name] = round(1e3 * min(rt.time_ms(launch, max(iterations, 20)) for _ in range(3)), 1)
+    rt.free(px)
+    rt.free(out)
+    return result
+
+
 def _bandwidth_row(name, code, moved, ms, copy_gbps, error):
     gbps = moved / GB / (ms / 1e3)
     return {"op": name, "dtype": NAMES[code], "bytes": moved, "ms": round(ms, 4), "gbps": round(gbps, 1),
@@ -417,6 +441,7 @@ def main(argv=None):
         rt = load_runtime(args.library, args.options, "bandwidth")
         report["device"] = rt.name()
         report["bandwidth"] = bench_bandwidth(rt, iterations, tick, nbytes=(MIB if args.quick else 64 * MIB))
+        report["launch_floor"] = bench_launch(rt, iterations)
     if "train" in parts:
         devices = args.train_devices.split(",") if args.train_devices else (
             ["my_asic"] + (["cuda"] if torch.cuda.is_available() else []) + ["cpu"])
@@ -438,6 +463,9 @@ def main(argv=None):
     for row in report.get("bandwidth", []):
         print(f"{row['op']:<10}{row['dtype']:<5}{row['gbps']:8.1f} GB/s  copy {row['copy_gbps']:8.1f}  "
               f"ratio {row['ratio']:.2f}  err {row['max_rel_error']:.1e}")
+    if "launch_floor" in report:
+        floor = report["launch_floor"]
+        print(f"launch floor (16 KiB float32): pointwise {floor['pointwise_us']} us, reduce {floor['reduce_us']} us per call")
     if "train" in report:
         for device, run in report["train"]["runs"].items():
             print(f"train {device}: " + (f"{run['step_s'] * 1e3:.1f} ms/step loss {run['loss']:.3f}"

@@ -28,6 +28,12 @@ def test_the_entries_match_numpy_through_the_abi(load_opencl):
     check_entries(load_opencl())
 
 
+def test_contiguous_misaligned_and_column_layouts_match_numpy(load_opencl):
+    from kpdr_pointwise import check_layouts
+
+    check_layouts(load_opencl())
+
+
 MLP_STEP = """
 import json, torch, kernel_pytorch
 from torch import nn

@@ -67,13 +67,16 @@ class Session:
     def __init__(self, runtime):
         self.runtime, self.stream, self.buffers, self.keep = runtime, runtime.stream(0), [], []
 
-    def upload(self, array):
-        data = np.ascontiguousarray(array).tobytes()
+    def upload(self, array, offset=0):
+        """The array's device copy, starting `offset` elements into its allocation (misaligned
+        for offsets that are not multiples of 4)."""
+        array = np.ascontiguousarray(array)
+        data = np.zeros(offset, dtype=array.dtype).tobytes() + array.tobytes()
         address = self.runtime.malloc(0, max(1, len(data)))
         self.buffers.append(address)
         if data:
             self.keep.append(self.runtime.upload(address, data, self.stream))
-        return address
+        return address + offset * array.itemsize
 
     def download(self, address, shape, dtype=np.float32):
         count = int(np.prod(shape))
@@ -85,9 +88,10 @@ class Session:
             self.runtime.check(self.runtime.kpdrFree(0, ctypes.c_void_p(address)))
 
 
-def pointwise_case(runtime, op, inputs, shape, alpha=1.0, out_dtype=DTYPE_FLOAT32):
+def pointwise_case(runtime, op, inputs, shape, alpha=1.0, out_dtype=DTYPE_FLOAT32, offset=0):
     """out[shape] = op(inputs) through the entry; inputs are float32 arrays broadcastable to
-    shape (their broadcast strides are passed, 0 where they repeat) or Python floats."""
+    shape (their broadcast strides are passed, 0 where they repeat) or Python floats. Array
+    inputs start `offset` elements into their allocations."""
     session = Session(runtime)
     try:
         args = PointwiseArgs(op=POINTWISE[op], ndim=len(shape), alpha=alpha, out_dtype=out_dtype)
@@ -102,7 +106,7 @@ def pointwise_case(runtime, op, inputs, shape, alpha=1.0, out_dtype=DTYPE_FLOAT3
                 args.inputs[k].data, args.inputs[k].value = None, value
                 continue
             array = np.asarray(value, dtype=np.float32)
-            args.inputs[k].data = session.upload(array)
+            args.inputs[k].data = session.upload(array, offset)
             args.inputs[k].dtype = DTYPE_FLOAT32
             view = np.broadcast_to(np.ascontiguousarray(array), shape)
             for d, stride in enumerate(_elements(view)):
@@ -115,15 +119,16 @@ def pointwise_case(runtime, op, inputs, shape, alpha=1.0, out_dtype=DTYPE_FLOAT3
         session.close()
 
 
-def reduce_case(runtime, op, array, dims, transpose=None):
-    """op of a float32 array over `dims` through the entry (its transpose view when given)."""
+def reduce_case(runtime, op, array, dims, transpose=None, offset=0):
+    """op of a float32 array over `dims` through the entry (its transpose view when given),
+    the array starting `offset` elements into its allocation."""
     session = Session(runtime)
     try:
         stored = np.ascontiguousarray(array, dtype=np.float32)
         view = stored.transpose(transpose) if transpose else stored
         kept_shape = [s for d, s in enumerate(view.shape) if d not in dims]
         args = ReduceArgs(op=REDUCE[op], ndim=view.ndim, in_dtype=DTYPE_FLOAT32, out_dtype=DTYPE_FLOAT32)
-        args.input = session.upload(stored)
+        args.input = session.upload(stored, offset)
         args.out = session.upload(np.zeros(max(1, int(np.prod(kept_shape))), dtype=np.float32))
         kept_strides = _elements(np.zeros(kept_shape, dtype=np.float32)) if kept_shape else ()
         j = 0
@@ -183,3 +188,39 @@ def check_entries(runtime):
     bad.sizes[0] = bad.sizes[1] = 1
     assert entry(runtime, "reduce", ReduceArgs)(ctypes.byref(bad), runtime.stream(0)) == INVALID_VALUE
     assert "reduce_mask" in runtime.last_error_message()
+
+
+def check_layouts(runtime):
+    """Contiguous operands (a runtime may take a fast path for them: OpenCL's vector kernels)
+    against numpy: lengths with a remainder past whole vectors, misaligned starts, a
+    one-element operand broadcast, and reductions over short and long rows, over columns,
+    and over everything, with NaN propagating."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(4003).astype(np.float32), rng.standard_normal(4003).astype(np.float32)
+    for offset in (0, 1, 2):
+        code, got = pointwise_case(runtime, "add", [a, b], (4003,), alpha=0.5, offset=offset)
+        assert code == 0, offset
+        np.testing.assert_allclose(got, a + 0.5 * b, rtol=1e-6, atol=1e-6)
+    m = rng.standard_normal((31, 65)).astype(np.float32)
+    code, got = pointwise_case(runtime, "mul", [m, np.float32([[2.5]])], (31, 65))
+    np.testing.assert_allclose(got, m * 2.5, rtol=1e-6)
+    code, got = pointwise_case(runtime, "where", [(m > 0).astype(np.float32), m, -1.0], (31, 65))
+    np.testing.assert_array_equal(got, np.where(m > 0, m, -1.0))
+    code, got = pointwise_case(runtime, "lt", [m, 0.0], (31, 65), out_dtype=DTYPE_BOOL)
+    np.testing.assert_array_equal(got, (m < 0).astype(np.uint8))
+    fns = {"sum": np.sum, "mean": np.mean, "amax": np.max, "amin": np.min}
+    cases = [((37, 1001), (1,), 0), ((5, 64), (1,), 0), ((3, 70000), (1,), 0), ((2, 3, 50000), (0, 1, 2), 0),
+             ((1000, 300), (0,), 0), ((1000, 301), (0,), 0), ((1000, 300), (0,), 1), ((4, 333, 40), (0, 1), 0),
+             ((513, 64), (1,), 3), ((40000, 8), (0,), 0), ((1000, 16), (0,), 0)]
+    for shape, dims, offset in cases:
+        x = rng.standard_normal(shape).astype(np.float32)
+        for op, fn in fns.items():
+            code, got = reduce_case(runtime, op, x, dims, offset=offset)
+            assert code == 0, (op, shape, dims)
+            want = np.asarray(fn(x.astype(np.float64), axis=dims)).reshape(-1)
+            np.testing.assert_allclose(got.reshape(-1), want, rtol=1e-5, atol=1e-3, err_msg=f"{op} {shape} {dims}")
+    x = rng.standard_normal((600, 256)).astype(np.float32)
+    x[123, 7] = x[5, 200] = np.nan
+    for dims in ((0,), (1,)):
+        code, got = reduce_case(runtime, "amax", x, dims)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(x.max(axis=dims)))

@@ -22,8 +22,9 @@ namespace kpdr_opencl {
 
 // OpenCL C helpers every generated program starts with (pointwise.cpp).
 extern const char* const kPrelude;
-// Decomposes `index` row-major over `count` dimensions of sizes `sz` (a
-// long8 argument) into offsets += i_d * stride for each (name, long8) pair.
+// Decomposes `index` (below the product of the sizes) row-major over `count`
+// dimensions of sizes `sz` (a long8 argument) into offsets += i_d * stride for
+// each (name, long8) pair.
 std::string decompose(const std::string& index, int count, const std::string& sz,
                       const std::vector<std::pair<std::string, std::string>>& offsets);
 

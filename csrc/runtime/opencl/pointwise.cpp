@@ -5,10 +5,15 @@
 // cache (in memory and on disk), so a training step compiles a few dozen
 // small programs on its first iteration and none after.
 //
-// Pointwise: one work-item per output element (grid-stride), the linear
-// index decomposed row-major over the sizes. Reduce: a work-group per output
-// element summing (or min/max-ing) a strided slice into local memory, then a
-// tree; small reductions take one work-item per output instead.
+// Dimensions every operand walks as one are merged on the host first.
+// Pointwise: contiguous operands take a vectorised grid-stride kernel without
+// index arithmetic; others one work-item per output element (grid-stride), the
+// linear index decomposed row-major over the sizes. Reduce: contiguous slices
+// (rows) and one contiguous kept dimension (columns) take kernels that read
+// 16-byte vectors, coalesced, with a second pass over partial results where
+// the work is split; other layouts a work-group per output element summing
+// (or min/max-ing) a strided slice into local memory, then a tree; small
+// reductions one work-item per output instead.
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -64,6 +69,18 @@ inline void si5(__global uchar* p, long i, long v) { ((__global int*)p)[i] = (in
 inline float kp_sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
 inline float kp_nanmax(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : fmax(a, b); }
 inline float kp_nanmin(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : fmin(a, b); }
+/* GELU for 16-bit outputs: erf as Abramowitz & Stegun 7.1.26 (absolute error
+ * below 1.5e-7, with the approximate reciprocal and exp) is invisible after
+ * rounding to bfloat16/float16, and about half the instructions of erf():
+ * on an H200 the exact form made bfloat16 GELU compute-bound (0.64 of a copy). */
+inline float kp_gelu_lowp(float x) {
+  const float a = fabs(x) * 0.70710678118654752440f;
+  const float t = native_recip(fma(0.3275911f, a, 1.0f));
+  const float p = t * fma(t, fma(t, fma(t, fma(t, 1.061405429f, -1.453152027f), 1.421413741f), -0.284496736f),
+                          0.254829592f);
+  const float e = copysign(1.0f - p * native_exp(-a * a), x);
+  return 0.5f * x * (1.0f + e);
+}
 inline float kp_gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanh(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
 }
@@ -84,8 +101,130 @@ inline float kp_lerp(float x, float y, float w) {
 
 namespace {
 
+// Vector loads and stores of the contiguous paths (float arithmetic):
+// vlD_V / vsD_V move V elements of kpdrDtype D from element i, a multiple of
+// V, of a tensor whose byte offset is a multiple of V elements, as one 8- or
+// 16-byte access (float32 x8: two). vloadn would promise only element
+// alignment, which NVIDIA's compiler splits into element accesses: 2-byte ones
+// for 16-bit types, a quarter of a warp's bandwidth per instruction.
+const char* const kVectorPrelude = R"CLC(
+inline float4 kp_bf4(uint2 w) {
+  return (float4)(as_float(w.x << 16), as_float(w.x & 0xffff0000u), as_float(w.y << 16), as_float(w.y & 0xffff0000u));
+}
+inline uint2 kp_to_bf4(float4 v) {  /* st2's rounding (nearest even, quiet NaN), four at once */
+  uint4 u = as_uint4(v);
+  const uint4 rounded = (u + (uint4)(0x7fffu) + ((u >> 16) & (uint4)(1u))) >> 16;
+  const uint4 nan = (u >> 16) | (uint4)(0x40u);
+  u = select(rounded, nan, (u & (uint4)(0x7fffffffu)) > (uint4)(0x7f800000u));
+  return (uint2)(u.x | (u.y << 16), u.z | (u.w << 16));
+}
+inline float4 vl0_4(const __global uchar* p, long i) { return *(const __global float4*)(p + 4 * i); }
+inline float8 vl0_8(const __global uchar* p, long i) {
+  const __global float4* q = (const __global float4*)(p + 4 * i);
+  return (float8)(q[0], q[1]);
+}
+inline float4 vl1_4(const __global uchar* p, long i) { return vloada_half4(0, (const __global half*)(p + 2 * i)); }
+inline float8 vl1_8(const __global uchar* p, long i) { return vloada_half8(0, (const __global half*)(p + 2 * i)); }
+inline float4 vl2_4(const __global uchar* p, long i) { return kp_bf4(*(const __global uint2*)(p + 2 * i)); }
+inline float8 vl2_8(const __global uchar* p, long i) {
+  const uint4 w = *(const __global uint4*)(p + 2 * i);
+  return (float8)(kp_bf4(w.xy), kp_bf4(w.zw));
+}
+inline float4 vl3_4(const __global uchar* p, long i) {
+  return select((float4)(0.0f), (float4)(1.0f), convert_int4(*(const __global uchar4*)(p + i)) != (int4)(0));
+}
+inline float8 vl3_8(const __global uchar* p, long i) {
+  return select((float8)(0.0f), (float8)(1.0f), convert_int8(*(const __global uchar8*)(p + i)) != (int8)(0));
+}
+inline void vs0_4(__global uchar* p, long i, float4 v) { *(__global float4*)(p + 4 * i) = v; }
+inline void vs0_8(__global uchar* p, long i, float8 v) {
+  __global float4* q = (__global float4*)(p + 4 * i);
+  q[0] = v.lo;
+  q[1] = v.hi;
+}
+inline void vs1_4(__global uchar* p, long i, float4 v) { vstorea_half4_rte(v, 0, (__global half*)(p + 2 * i)); }
+inline void vs1_8(__global uchar* p, long i, float8 v) { vstorea_half8_rte(v, 0, (__global half*)(p + 2 * i)); }
+inline void vs2_4(__global uchar* p, long i, float4 v) { *(__global uint2*)(p + 2 * i) = kp_to_bf4(v); }
+inline void vs2_8(__global uchar* p, long i, float8 v) {
+  *(__global uint4*)(p + 2 * i) = (uint4)(kp_to_bf4(v.lo), kp_to_bf4(v.hi));
+}
+inline void vs3_4(__global uchar* p, long i, float4 v) { *(__global uchar4*)(p + i) = convert_uchar4(-(v != (float4)(0.0f))); }
+inline void vs3_8(__global uchar* p, long i, float8 v) { *(__global uchar8*)(p + i) = convert_uchar8(-(v != (float8)(0.0f))); }
+)CLC";
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+int element_bytes(int dtype) {
+  switch (dtype) {
+    case KPDR_DTYPE_FLOAT32: case KPDR_DTYPE_INT32: return 4;
+    case KPDR_DTYPE_FLOAT16: case KPDR_DTYPE_BFLOAT16: return 2;
+    case KPDR_DTYPE_BOOL: return 1;
+    default: return 8;
+  }
+}
+
+// `vec` elements of dtype `d` from element `i` of `p` as a floatV (longV for
+// integer arithmetic): one vector access for the float types and bool, the
+// scalar loads side by side otherwise.
+std::string load_vec(int d, int vec, bool integer, const std::string& p, const std::string& i) {
+  if (!integer && d <= KPDR_DTYPE_BOOL) return "vl" + num(d) + "_" + num(vec) + "(" + p + ", " + i + ")";
+  std::string code = std::string("(") + (integer ? "long" : "float") + num(vec) + ")(";
+  for (int e = 0; e < vec; ++e) {
+    code += (e ? ", " : "") + std::string(integer ? "li" : "ld") + num(d) + "(" + p + ", " + i + " + " + num(e) + ")";
+  }
+  return code + ")";
+}
+
+std::string store_vec(int d, int vec, bool integer, const std::string& p, const std::string& i, const std::string& v) {
+  if (!integer && d <= KPDR_DTYPE_BOOL) return "vs" + num(d) + "_" + num(vec) + "(" + p + ", " + i + ", " + v + ");";
+  std::string code;
+  for (int e = 0; e < vec; ++e) {
+    code += std::string(integer ? "si" : "st") + num(d) + "(" + p + ", " + i + " + " + num(e) + ", " + v + ".s" + num(e) +
+            "); ";
+  }
+  return code;
+}
+
+// Merges neighbouring dimensions that every operand walks as one (stride of
+// the outer = stride * size of the inner) and drops those of size 1, in
+// place; returns the new count. Row-major order, so an element's linear
+// index is unchanged.
+int coalesce(int ndim, int64_t* sizes, const std::vector<int64_t*>& strides) {
+  int n = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (sizes[d] == 1) continue;
+    bool merge = n > 0;
+    for (int64_t* s : strides) merge = merge && s[n - 1] == s[d] * sizes[d];
+    if (merge) {
+      sizes[n - 1] *= sizes[d];
+      for (int64_t* s : strides) s[n - 1] = s[d];
+    } else {
+      sizes[n] = sizes[d];
+      for (int64_t* s : strides) s[n] = s[d];
+      ++n;
+    }
+  }
+  return n;
+}
+
+// The byte offset of device pointer `ptr` inside its allocation's buffer
+// (the kernels' view of alignment); false for memory the runtime does not own.
+bool offset_of(Runtime* runtime, const void* ptr, uint64_t* offset) {
+  DeviceRange range;
+  if (!runtime->device_memory().find(ptr, &range)) return false;
+  *offset = range.offset;
+  return true;
+}
+
+}  // namespace
+
+namespace {
+
 // The op's expression over x, y, z (float) and alpha; NULL for an unknown code.
-const char* expression(int32_t op) {
+// A 16-bit output may take a cheaper form whose error its rounding hides.
+const char* expression(int32_t op, int out_dtype) {
+  const bool lowp = out_dtype == KPDR_DTYPE_FLOAT16 || out_dtype == KPDR_DTYPE_BFLOAT16;
+  if (op == KPDR_POINTWISE_GELU && lowp) return "kp_gelu_lowp(x)";
   switch (op) {
     case KPDR_POINTWISE_COPY: return "x";
     case KPDR_POINTWISE_NEG: return "-x";
@@ -199,15 +338,19 @@ bool float_dtype(int d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLO
 
 }  // namespace
 
-// Decomposes `index` row-major over `count` dimensions of sizes `sz` (a
-// long8 argument) into offsets += i_d * stride for each (name, long8) pair.
+// Decomposes `index` (below the product of the sizes) row-major over `count`
+// dimensions of sizes `sz` (a long8 argument) into offsets += i_d * stride for
+// each (name, long8) pair.
 std::string decompose(const std::string& index, int count, const std::string& sz,
                       const std::vector<std::pair<std::string, std::string>>& offsets) {
   std::string code = "  long rest = " + index + ";\n";
   for (const auto& [name, strides] : offsets) code += "  long " + name + " = 0;\n";
   for (int d = count - 1; d >= 0; --d) {
     const std::string s = ".s" + std::to_string(d);
-    code += "  { const long i = rest % " + sz + s + "; rest /= " + sz + s + ";";
+    // The outermost index is what is left: `index` is below the sizes' product,
+    // so its 64-bit modulo (a long software routine on GPUs) is not needed.
+    code += d == 0 ? std::string("  { const long i = rest;")
+                   : "  { const long i = rest % " + sz + s + "; rest /= " + sz + s + ";";
     for (const auto& [name, strides] : offsets) code += " " + name + " += i * " + strides + s + ";";
     code += " }\n";
   }
@@ -246,7 +389,54 @@ std::string pointwise_source(const kpdrPointwiseArgs& a, int n_in, bool integer)
     }
   }
   src += std::string("  ") + (integer ? "si" : "st") + std::to_string(a.out_dtype) + "(PTR(out), o, " +
-         (integer ? int_expression(a.op) : expression(a.op)) + ");\n }\n}\n";
+         (integer ? int_expression(a.op) : expression(a.op, a.out_dtype)) + ");\n }\n}\n";
+  return src;
+}
+
+// Every operand contiguous (or one value for all): no index arithmetic, `vec`
+// elements per work-item and step through vector accesses (vec 1: scalar
+// accesses, for misaligned tensors). kinds[k]: 'v' a contiguous tensor, 'b'
+// a tensor of one element broadcast, 'c' the constant c<k>. The last n % vec
+// elements are done one by one.
+std::string pointwise_flat_source(const kpdrPointwiseArgs& a, int n_in, bool integer, const char* kinds, int vec) {
+  std::string src = std::string(kPrelude) + kVectorPrelude;
+  const std::string type = integer ? "long" : "float", vtype = type + num(vec);
+  const std::string ld = integer ? "li" : "ld", st = integer ? "si" : "st";
+  src += "__kernel void kp_pointwise_flat(BUF(out)";
+  for (int k = 0; k < 3; ++k) src += ", BUF(x" + num(k) + "), " + type + " c" + num(k);
+  src += ", long n, " + type + " alpha) {\n";
+  const char* names[3] = {"x", "y", "z"};
+  auto operand = [&](int k, const std::string& lane, const std::string& index) -> std::string {
+    if (k >= n_in || kinds[k] == 'c') return "c" + num(k);
+    if (kinds[k] == 'b') return "b" + num(k);
+    return lane.empty() ? ld + num(a.in[k].dtype) + "(PTR(x" + num(k) + "), " + index + ")" : "v" + num(k) + lane;
+  };
+  for (int k = 0; k < n_in; ++k) {
+    if (kinds[k] == 'b') src += " const " + type + " b" + num(k) + " = " + ld + num(a.in[k].dtype) + "(PTR(x" + num(k) + "), 0);\n";
+  }
+  const std::string expr = integer ? int_expression(a.op) : expression(a.op, a.out_dtype);
+  src += " long first = 0;\n";
+  if (vec > 1) {
+    src += " const long blocks = n / " + num(vec) + ";\n first = blocks * " + num(vec) + ";\n";
+    src += " for (long blk = get_global_id(0); blk < blocks; blk += get_global_size(0)) {\n";
+    src += "  const long g0 = blk * " + num(vec) + ";\n";
+    for (int k = 0; k < n_in; ++k) {
+      if (kinds[k] == 'v') {
+        src += "  const " + vtype + " v" + num(k) + " = " +
+               load_vec(a.in[k].dtype, vec, integer, "PTR(x" + num(k) + ")", "g0") + ";\n";
+      }
+    }
+    src += "  " + vtype + " res;\n";
+    for (int e = 0; e < vec; ++e) {
+      src += "  { const long g = g0 + " + num(e) + ";";
+      for (int k = 0; k < 3; ++k) src += " const " + type + " " + names[k] + " = " + operand(k, ".s" + num(e), "") + ";";
+      src += " res.s" + num(e) + " = " + expr + "; }\n";
+    }
+    src += "  " + store_vec(a.out_dtype, vec, integer, "PTR(out)", "g0", "res") + "\n }\n";
+  }
+  src += " for (long g = first + get_global_id(0); g < n; g += get_global_size(0)) {\n";
+  for (int k = 0; k < 3; ++k) src += "  const " + type + " " + names[k] + " = " + operand(k, "", "g") + ";\n";
+  src += "  " + st + num(a.out_dtype) + "(PTR(out), g, " + expr + ");\n }\n}\n";
   return src;
 }
 
@@ -289,6 +479,152 @@ std::string reduce_source(const kpdrReduceArgs& a, int kept, int reduced) {
   return src;
 }
 
+// The pieces every reduce kernel shares: the op's identity, how two partial
+// results combine (NaN propagates through amax/amin), and the store of a
+// finished result (mean divides by the slice's count; empty mean: NaN).
+struct ReduceOp {
+  std::string identity, finish_store;
+  int op;
+  std::string combine(const std::string& x, const std::string& y) const {
+    if (op == KPDR_REDUCE_AMAX) return "kp_nanmax(" + x + ", " + y + ")";
+    if (op == KPDR_REDUCE_AMIN) return "kp_nanmin(" + x + ", " + y + ")";
+    return x + " + " + y;
+  }
+};
+
+ReduceOp reduce_op(const kpdrReduceArgs& a) {
+  ReduceOp r;
+  r.op = a.op;
+  r.identity = a.op == KPDR_REDUCE_AMAX ? "-INFINITY" : a.op == KPDR_REDUCE_AMIN ? "INFINITY" : "0.0f";
+  const std::string finish = a.op == KPDR_REDUCE_MEAN ? "(count == 0 ? NAN : acc / (float)count)" : "acc";
+  r.finish_store = "st" + num(a.out_dtype) + "(PTR(out), obase, " + finish + ");";
+  return r;
+}
+
+// Second pass of a split reduction: output o combines parts[p * outputs + o]
+// over p (float32 partial results), then is finished and stored through the
+// kept dimensions' output strides.
+std::string reduce_finish_source(const ReduceOp& r, int kept) {
+  std::string src = "__kernel void kp_reduce_finish(BUF(part), BUF(out), long8 ks, long8 ko, long outputs, long parts, "
+                    "long count) {\n";
+  src += " const __global float* part = (const __global float*)PTR(part);\n";
+  src += " for (long g = get_global_id(0); g < outputs; g += get_global_size(0)) {\n";
+  src += "  float acc = " + r.identity + ";\n";
+  src += "  for (long p = 0; p < parts; ++p) { const float v = part[p * outputs + g]; acc = " + r.combine("acc", "v") +
+         "; }\n";
+  src += "  long obase;\n  {\n" + decompose("g", kept, "ks", {{"ob", "ko"}}) + "  obase = ob;\n  }\n";
+  src += "  " + r.finish_store + "\n }\n}\n";
+  return src;
+}
+
+// Slices contiguous in memory (the reduced dimensions coalesce into one of
+// stride 1: sums over the last dimension, full reductions). `lpr` work-items
+// (a power of two up to WG) share a slice, WG / lpr slices per work-group, so
+// short rows still fill work-groups; each work-item reads `vec` elements per
+// step where the slice is aligned, then a local tree. `splits` > 1 cuts each
+// slice into `chunk`-element pieces (a multiple of vec) whose partial results go
+// to `part` for kp_reduce_finish: a few long slices still fill the device.
+std::string reduce_rows_source(const kpdrReduceArgs& a, int kept, int vec) {
+  const ReduceOp r = reduce_op(a);
+  std::string src = std::string(kPrelude) + kVectorPrelude + "#define WG KP_WG\n";
+  const std::string ld = "ld" + num(a.in_dtype) + "(PTR(in), ";
+  src += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void kp_reduce_rows(BUF(in), BUF(out), BUF(part), "
+         "long8 ks, long8 ki, long8 ko, long outputs, long count, int lpr, long chunk, long splits) {\n";
+  src += " __local float red[WG];\n const int t = get_local_id(0), lane = t & (lpr - 1);\n";
+  // 32-bit division: the 64-bit one is a long software routine on GPUs
+  src += " const uint grp = (uint)get_group_id(0), nsplit = (uint)splits;\n";
+  src += " const long split = grp % nsplit;\n";
+  src += " const long g = (long)(grp / nsplit) * (WG / lpr) + t / lpr;\n";
+  src += " float acc = " + r.identity + ";\n long obase = 0;\n";
+  src += " if (g < outputs) {\n  long base;\n  {\n" + decompose("g", kept, "ks", {{"b", "ki"}, {"ob", "ko"}}) +
+         "  base = b; obase = ob;\n  }\n";
+  src += "  const long j0 = split * chunk, j1 = min(count, j0 + chunk);\n  long j = j0 + lane;\n";
+  if (vec > 1) {
+    const std::string v = num(vec);
+    src += "  if (((in_o + (ulong)(base + j0) * " + num(element_bytes(a.in_dtype)) + ") & " +
+           num(vec * element_bytes(a.in_dtype) - 1) + ") == 0) {\n";
+    src += "   const long jv = j0 + (j1 - j0) / " + v + " * " + v + ", step = lpr * " + v + ";\n";
+    // Four vectors in flight per work-item before any is used: one at a time
+    // left the loads latency-bound (0.74-0.78 of a copy on an H200).
+    src += "   for (j = j0 + lane * " + v + "; j + 3 * step < jv; j += 4 * step) {\n";
+    for (int u = 0; u < 4; ++u) {
+      src += "    const float" + v + " v" + num(u) + " = " +
+             load_vec(a.in_dtype, vec, false, "PTR(in)", "base + j + " + num(u) + " * step") + ";\n";
+    }
+    for (int u = 0; u < 4; ++u) {
+      src += "   ";
+      for (int e = 0; e < vec; ++e) src += " acc = " + r.combine("acc", "v" + num(u) + ".s" + num(e)) + ";";
+      src += "\n";
+    }
+    src += "   }\n";
+    src += "   for (; j < jv; j += step) {\n";
+    src += "    const float" + v + " v = " + load_vec(a.in_dtype, vec, false, "PTR(in)", "base + j") + ";\n   ";
+    for (int e = 0; e < vec; ++e) src += " acc = " + r.combine("acc", "v.s" + num(e)) + ";";
+    src += "\n   }\n   j = jv + lane;\n  }\n";
+  }
+  src += "  for (; j < j1; j += lpr) { const float v = " + ld + "base + j); acc = " + r.combine("acc", "v") + "; }\n }\n";
+  src += " red[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n";
+  src += " for (int s = lpr / 2; s > 0; s >>= 1) {\n  if (lane < s) { const float v = red[t + s]; acc = red[t]; red[t] = " +
+         r.combine("acc", "v") + "; }\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
+  src += " if (lane == 0 && g < outputs) {\n  acc = red[t];\n";
+  src += "  if (splits == 1) { " + r.finish_store + " }\n";
+  src += "  else ((__global float*)PTR(part))[split * outputs + g] = acc;\n }\n}\n";
+  return src + reduce_finish_source(r, kept);
+}
+
+// Columns: one kept dimension of stride 1 (`cols` outputs, output stride
+// ko0), the slice over the reduced dimensions (rs, ri): sums over the first
+// dimension. A work-group is `cx` work-items across vec-column vectors by
+// WG / cx across rows, so each row's bytes are read in contiguous segments of
+// cx vectors (64 bytes and up), coalesced; kColumnRows rows in flight per
+// work-item. Group p of `parts` takes rows [p * chunk, (p + 1) * chunk) and,
+// when parts > 1, leaves its partial results in `part` for kp_reduce_finish.
+constexpr int kColumnRows = 8;
+std::string reduce_cols_source(const kpdrReduceArgs& a, int reduced, int vec) {
+  const ReduceOp r = reduce_op(a);
+  std::string src = std::string(kPrelude) + kVectorPrelude + "#define WG KP_WG\n";
+  const std::string v = num(vec), vt = vec > 1 ? "float" + v : "float", U = num(kColumnRows);
+  src += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void kp_reduce_cols(BUF(in), BUF(out), BUF(part), "
+         "long cols, long ko0, long8 rs, long8 ri, long count, long chunk, long col_blocks, int cx) {\n";
+  src += " __local float red[WG * " + v + "];\n";
+  src += " const int t = get_local_id(0), lx = t % cx, ly = t / cx, lys = WG / cx;\n";
+  src += " const uint grp = (uint)get_group_id(0), nblock = (uint)col_blocks;\n";  // 32-bit division
+  src += " const long p = grp / nblock;\n";
+  src += " const long c0 = ((long)(grp % nblock) * cx + lx) * " + v + ";\n";
+  src += " " + vt + " acc = (" + vt + ")(" + r.identity + ");\n";
+  src += " if (c0 < cols) {\n  const long j1 = min(count, (p + 1) * chunk);\n  long j = p * chunk + ly;\n";
+  const std::string load = vec > 1 ? load_vec(a.in_dtype, vec, false, "PTR(in)", "r + c0")
+                                   : "ld" + num(a.in_dtype) + "(PTR(in), r + c0)";
+  auto fold = [&](const std::string& x) {
+    if (vec == 1) return "   acc = " + r.combine("acc", x) + ";\n";
+    std::string code = "  ";
+    for (int e = 0; e < vec; ++e) code += " acc.s" + num(e) + " = " + r.combine("acc.s" + num(e), x + ".s" + num(e)) + ";";
+    return code + "\n";
+  };
+  // All the block's loads are issued before any is used: one row at a time
+  // left the kernel latency-bound.
+  src += "  for (; j + " + num(kColumnRows - 1) + " * lys < j1; j += " + U + " * lys) {\n   " + vt + " v[" + U + "];\n";
+  for (int u = 0; u < kColumnRows; ++u) {
+    src += "   {\n" + decompose("j + " + num(u) + " * lys", reduced, "rs", {{"r", "ri"}}) + "   v[" + num(u) +
+           "] = " + load + ";\n   }\n";
+  }
+  for (int u = 0; u < kColumnRows; ++u) src += fold("v[" + num(u) + "]");
+  src += "  }\n";
+  src += "  for (; j < j1; j += lys) {\n" + decompose("j", reduced, "rs", {{"r", "ri"}});
+  src += "   const " + vt + " w = " + load + ";\n" + fold("w") + "  }\n }\n";
+  auto lane = [&](int e) { return vec > 1 ? "acc.s" + num(e) : std::string("acc"); };
+  for (int e = 0; e < vec; ++e) src += " red[t * " + v + " + " + num(e) + "] = " + lane(e) + ";\n";
+  src += " barrier(CLK_LOCAL_MEM_FENCE);\n";
+  src += " for (int s = lys / 2; s > 0; s >>= 1) {\n  if (ly < s) {\n";
+  src += "   for (int e = 0; e < " + v + "; ++e) { const float x = red[t * " + v + " + e], y = red[(t + s * cx) * " + v +
+         " + e]; red[t * " + v + " + e] = " + r.combine("x", "y") + "; }\n  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
+  src += " if (ly == 0 && c0 < cols) {\n  for (int e = 0; e < " + v + "; ++e) {\n";
+  src += "   float acc = red[t * " + v + " + e];\n";
+  src += "   if (get_num_groups(0) == col_blocks) { const long obase = (c0 + e) * ko0; " + r.finish_store + " }\n";
+  src += "   else ((__global float*)PTR(part))[p * cols + c0 + e] = acc;\n  }\n }\n}\n";
+  return src + reduce_finish_source(r, 1);
+}
+
 }  // namespace
 
 kpdrError_t pointwise(const kpdrPointwiseArgs* a, kpdrStream_t handle) {
@@ -307,42 +643,102 @@ kpdrError_t pointwise(const kpdrPointwiseArgs* a, kpdrStream_t handle) {
     for (int k = 0; k < n_in; ++k) known = known && known_dtype(a->in[k].dtype);
     if (!known) return fail(KPDR_ERROR_INVALID_VALUE, "pointwise: unknown kpdrDtype");
     const bool integer = integer_call(*a, n_in);
-    if ((integer ? int_expression(a->op) : expression(a->op)) == nullptr || (index_op(a->op) && a->ndim < 2)) {
+    if ((integer ? int_expression(a->op) : expression(a->op, a->out_dtype)) == nullptr || (index_op(a->op) && a->ndim < 2)) {
       return fail(KPDR_ERROR_NOT_SUPPORTED, "pointwise: op code " + std::to_string(a->op) +
                                                 " does not take these dtypes or this rank");
     }
     if (n == 0) return KPDR_SUCCESS;
     const int device = stream->device();
-    Args args(runtime, device, "pointwise");
     if (a->out == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "pointwise: out is NULL");
-    if (kpdrError_t error = args.tensor(a->out, "out")) return error;
-    args.long8(a->out_strides, a->ndim);
-    std::string key = "pw" + std::to_string(a->op) + "o" + std::to_string(a->out_dtype) + "d" + std::to_string(a->ndim) +
+    // Fewer dimensions, fewer divisions: those every operand walks as one
+    // merge (TRIL/TRIU read the last two dimensions' indices: kept as given).
+    kpdrPointwiseArgs c = *a;
+    if (!index_op(c.op)) {
+      std::vector<int64_t*> strides = {c.out_strides};
+      for (int k = 0; k < n_in; ++k) {
+        if (c.in[k].data != nullptr) strides.push_back(c.in[k].strides);
+      }
+      c.ndim = coalesce(c.ndim, c.sizes, strides);
+    }
+    static const char* const names[3] = {"in[0].data", "in[1].data", "in[2].data"};
+    const Device& info = runtime->device(device);
+    // Every tensor contiguous or a single broadcast element: the flat kernel.
+    char kinds[4] = "ccc";
+    bool flat = !index_op(c.op) && c.ndim <= 1 && (c.ndim == 0 || c.out_strides[0] == 1);
+    for (int k = 0; k < n_in && flat; ++k) {
+      if (c.in[k].data == nullptr) continue;
+      const int64_t stride = c.ndim == 0 ? 1 : c.in[k].strides[0];
+      flat = stride == 0 || stride == 1;
+      kinds[k] = stride == 0 ? 'b' : 'v';
+    }
+    if (flat) {
+      int widest = element_bytes(c.out_dtype);
+      for (int k = 0; k < n_in; ++k) {
+        if (kinds[k] == 'v') widest = std::max(widest, element_bytes(c.in[k].dtype));
+      }
+      int vec = integer ? 4 : widest <= 2 ? 8 : 4;  // 16 bytes of the widest float type per access
+      auto aligned = [&](const void* ptr, int dtype) {
+        uint64_t offset = 0;
+        return offset_of(runtime, ptr, &offset) && offset % (static_cast<uint64_t>(vec) * element_bytes(dtype)) == 0;
+      };
+      bool all_aligned = aligned(c.out, c.out_dtype);
+      for (int k = 0; k < n_in; ++k) {
+        if (kinds[k] == 'v') all_aligned = all_aligned && aligned(c.in[k].data, c.in[k].dtype);
+      }
+      if (!all_aligned) vec = 1;
+      Args args(runtime, device, "pointwise");
+      if (kpdrError_t error = args.tensor(c.out, "out")) return error;
+      std::string key = "pf" + num(c.op) + "o" + num(c.out_dtype) + "v" + num(vec) + (integer ? "I" : "");
+      for (int k = 0; k < 3; ++k) {
+        if (kinds[k] != 'c') {
+          if (kpdrError_t error = args.tensor(c.in[k].data, names[k])) return error;
+          key += std::string(1, kinds[k]) + num(c.in[k].dtype);
+        } else {
+          args.unused_tensor();
+          key += "c";
+        }
+        if (integer) args.i64(static_cast<int64_t>(c.in[k].value));
+        else args.f32(static_cast<float>(c.in[k].value));
+      }
+      args.i64(n);
+      if (integer) args.i64(static_cast<int64_t>(c.alpha));
+      else args.f32(static_cast<float>(c.alpha));
+      Kernel* kernel = nullptr;
+      if (kpdrError_t error = kernel_for(runtime, device, key, "kp_pointwise_flat",
+                                         [&] { return pointwise_flat_source(c, n_in, integer, kinds, vec); }, &kernel)) {
+        return error;
+      }
+      const int64_t work = vec > 1 ? std::max(n / vec, n % vec) : n;
+      return args.run(kernel, *stream, grid(work, kernel->work_group, info.compute_units), kernel->work_group);
+    }
+    Args args(runtime, device, "pointwise");
+    if (kpdrError_t error = args.tensor(c.out, "out")) return error;
+    args.long8(c.out_strides, c.ndim);
+    std::string key = "pw" + std::to_string(c.op) + "o" + std::to_string(c.out_dtype) + "d" + std::to_string(c.ndim) +
                       (integer ? "I" : "");
     for (int k = 0; k < 3; ++k) {
-      const bool tensor = k < n_in && a->in[k].data != nullptr;
+      const bool tensor = k < n_in && c.in[k].data != nullptr;
       if (tensor) {
-        static const char* const names[3] = {"in[0].data", "in[1].data", "in[2].data"};
-        if (kpdrError_t error = args.tensor(a->in[k].data, names[k])) return error;
+        if (kpdrError_t error = args.tensor(c.in[k].data, names[k])) return error;
       } else {
         args.unused_tensor();
       }
-      args.long8(a->in[k].strides, tensor ? a->ndim : 0);
-      if (integer) args.i64(static_cast<int64_t>(a->in[k].value));
-      else args.f32(static_cast<float>(a->in[k].value));
-      key += tensor ? "t" + std::to_string(a->in[k].dtype) : std::string("s");
+      args.long8(c.in[k].strides, tensor ? c.ndim : 0);
+      if (integer) args.i64(static_cast<int64_t>(c.in[k].value));
+      else args.f32(static_cast<float>(c.in[k].value));
+      key += tensor ? "t" + std::to_string(c.in[k].dtype) : std::string("s");
     }
-    args.long8(a->sizes, a->ndim);
+    args.long8(c.sizes, c.ndim);
     args.i64(n);
-    if (integer) args.i64(static_cast<int64_t>(a->alpha));
-    else args.f32(static_cast<float>(a->alpha));
+    if (integer) args.i64(static_cast<int64_t>(c.alpha));
+    else args.f32(static_cast<float>(c.alpha));
     Kernel* kernel = nullptr;
     if (kpdrError_t error = kernel_for(runtime, device, key, "kp_pointwise",
-                                       [&] { return pointwise_source(*a, n_in, integer); }, &kernel)) {
+                                       [&] { return pointwise_source(c, n_in, integer); }, &kernel)) {
       return error;
     }
     const size_t wg = kernel->work_group;
-    return args.run(kernel, *stream, grid(n, wg, runtime->device(device).compute_units), wg);
+    return args.run(kernel, *stream, grid(n, wg, info.compute_units), wg);
   });
 }
 
@@ -382,18 +778,124 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
       }
     }
     if (outputs == 0) return KPDR_SUCCESS;
+    kept = coalesce(kept, ks, {ki, ko});
+    reduced = coalesce(reduced, rs, {ri});
     const int device = stream->device();
-    Args args(runtime, device, "reduce");
     if (a->out == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "reduce: out is NULL");
     if (count > 0 && a->in == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "reduce: in is NULL");
     // Empty slices never read `in`: out's buffer stands in for it.
-    if (kpdrError_t error = args.tensor(count > 0 ? a->in : a->out, "in")) return error;
+    const void* in = count > 0 ? a->in : a->out;
+    const int compute_units = runtime->device(device).compute_units;
+    const int64_t target_groups = 8 * static_cast<int64_t>(std::max(1, compute_units));  // enough to fill the device
+    const int in_bytes = element_bytes(a->in_dtype);
+    // Elements per vector access of the contiguous paths: 16 bytes (8 bool).
+    int vec = a->in_dtype <= KPDR_DTYPE_BOOL ? std::min(8, 16 / in_bytes) : 1;
+    uint64_t in_offset = 0;
+    const bool found = offset_of(runtime, in, &in_offset);
+    const std::string key_tail = num(a->op) + "i" + num(a->in_dtype) + "o" + num(a->out_dtype) + "k" + num(kept) + "r" +
+                                 num(reduced) + "v";
+    const bool rows = reduced == 0 || (reduced == 1 && ri[0] == 1);
+    // (the kernels index work-groups in 32 bits)
+    if ((rows || (kept == 1 && ki[0] == 1)) && outputs < (int64_t{1} << 31)) {
+      if (!rows) {  // vectors of whole aligned column groups only
+        bool ok = found && ks[0] % vec == 0 && in_offset % (static_cast<uint64_t>(vec) * in_bytes) == 0;
+        for (int d = 0; d < reduced; ++d) ok = ok && ri[d] % vec == 0;
+        if (!ok) vec = 1;
+      }
+      const std::string key = (rows ? "rr" : "rc") + key_tail + num(vec);
+      const char* name = rows ? "kp_reduce_rows" : "kp_reduce_cols";
+      Kernel* kernel = nullptr;
+      Kernel* finish = nullptr;
+      auto make = [&] { return rows ? reduce_rows_source(*a, kept, vec) : reduce_cols_source(*a, reduced, vec); };
+      if (kpdrError_t error = kernel_for(runtime, device, key, name, make, &kernel)) return error;
+      if (kpdrError_t error = kernel_for(runtime, device, key, "kp_reduce_finish", make, &finish)) return error;
+      const int64_t wg = static_cast<int64_t>(kernel->work_group);
+      int64_t parts = 1, chunk = std::max<int64_t>(count, 1), groups = 0, lpr = 1, cx = 1;
+      if (rows) {
+        // Work-items per slice: about four vectors each, a power of two up to WG.
+        const int64_t vectors = (count + vec - 1) / vec;
+        while (lpr < wg && lpr * 4 < vectors) lpr *= 2;
+        groups = (outputs + wg / lpr - 1) / (wg / lpr);
+        if (groups < target_groups && count > lpr * vec * 8) {
+          parts = std::min((target_groups + groups - 1) / groups, (count + lpr * vec * 4 - 1) / (lpr * vec * 4));
+        }
+        chunk = (count + parts - 1) / parts;
+        chunk = (chunk + vec - 1) / vec * vec;
+      } else {
+        // One launch where column segments of 8 vectors (128 bytes), else 4
+        // (64 bytes: still whole 32-byte sectors), give at least two
+        // work-groups per compute unit, and each work-item reads at most 512
+        // rows: on an H200 through NVIDIA's OpenCL a call costs about 21 us
+        // before any reading (a second launch as much as the reading of
+        // 64 MiB), and 8-vector segments there (one work-group per compute
+        // unit) kept too few loads in flight (0.45 of a copy). Otherwise 32
+        // vectors across, and blocks of rows split out to a second pass.
+        cx = std::min<int64_t>(8, wg);
+        groups = (ks[0] + cx * vec - 1) / (cx * vec);
+        if (groups < 2 * compute_units) {
+          cx = std::min<int64_t>(4, wg);
+          groups = (ks[0] + cx * vec - 1) / (cx * vec);
+        }
+        if (groups * 2 < compute_units || count > 512 * (wg / cx)) {
+          cx = std::min<int64_t>(32, wg);
+          groups = (ks[0] + cx * vec - 1) / (cx * vec);
+          const int64_t ly = wg / cx;
+          if (count > 0) {
+            parts = std::max<int64_t>(1, std::min((target_groups + groups - 1) / groups,
+                                                  (count + ly * 2 * kColumnRows - 1) / (ly * 2 * kColumnRows)));
+          }
+        }
+        chunk = (std::max<int64_t>(count, 1) + parts - 1) / parts;
+      }
+      parts = (std::max<int64_t>(count, 1) + chunk - 1) / chunk;
+      cl_mem part = nullptr;
+      const size_t part_bytes = static_cast<size_t>(parts * outputs) * sizeof(float);
+      if (parts > 1) {
+        part = stream->borrow_workspace(part_bytes);
+        if (part == nullptr) {
+          cl_int status = CL_SUCCESS;
+          part = runtime->cl().CreateBuffer(runtime->context(), CL_MEM_READ_WRITE, part_bytes, nullptr, &status);
+          if (part == nullptr || status != CL_SUCCESS) {
+            return fail(KPDR_ERROR_OUT_OF_MEMORY, "reduce: a scratch buffer of " + bytes_text(part_bytes) +
+                                                      " for partial results failed (" + cl_error_name(status) + ")");
+          }
+        }
+      }
+      // The kernels that use `part` are enqueued before it goes back (the queue is in order).
+      struct Give {
+        Stream& stream;
+        cl_mem mem;
+        size_t bytes;
+        ~Give() { if (mem != nullptr) stream.return_workspace(mem, bytes); }
+      } give{*stream, part, part_bytes};
+      Args args(runtime, device, "reduce");
+      if (kpdrError_t error = args.tensor(in, "in")) return error;
+      if (kpdrError_t error = args.tensor(a->out, "out")) return error;
+      if (part != nullptr) args.mem(part, 0);
+      else args.unused_tensor();
+      if (rows) {
+        args.long8(ks, kept); args.long8(ki, kept); args.long8(ko, kept);
+        args.i64(outputs); args.i64(count); args.i32(static_cast<int32_t>(lpr)); args.i64(chunk); args.i64(parts);
+      } else {
+        args.i64(ks[0]); args.i64(ko[0]); args.long8(rs, reduced); args.long8(ri, reduced);
+        args.i64(count); args.i64(chunk); args.i64(groups); args.i32(static_cast<int32_t>(cx));
+      }
+      if (kpdrError_t error = args.run(kernel, *stream, static_cast<size_t>(groups * parts * wg), wg)) return error;
+      if (parts == 1) return KPDR_SUCCESS;
+      Args second(runtime, device, "reduce");
+      second.mem(part, 0);
+      if (kpdrError_t error = second.tensor(a->out, "out")) return error;
+      second.long8(ks, kept); second.long8(ko, kept);
+      second.i64(outputs); second.i64(parts); second.i64(count);
+      return second.run(finish, *stream, grid(outputs, finish->work_group, compute_units), finish->work_group);
+    }
+    Args args(runtime, device, "reduce");
+    if (kpdrError_t error = args.tensor(in, "in")) return error;
     if (kpdrError_t error = args.tensor(a->out, "out")) return error;
     args.long8(ks, kept); args.long8(ki, kept); args.long8(ko, kept);
     args.long8(rs, reduced); args.long8(ri, reduced);
     args.i64(outputs); args.i64(count);
-    const std::string key = "rd" + std::to_string(a->op) + "i" + std::to_string(a->in_dtype) + "o" +
-                            std::to_string(a->out_dtype) + "k" + std::to_string(kept) + "r" + std::to_string(reduced);
+    const std::string key = "rd" + key_tail;
     const bool groups = count >= 256;
     Kernel* kernel = nullptr;
     if (kpdrError_t error = kernel_for(runtime, device, key, groups ? "kp_reduce_group" : "kp_reduce_item",
@@ -402,7 +904,7 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
     }
     const size_t wg = kernel->work_group;
     if (groups) return args.run(kernel, *stream, static_cast<size_t>(outputs) * wg, wg);
-    return args.run(kernel, *stream, grid(outputs, wg, runtime->device(device).compute_units), wg);
+    return args.run(kernel, *stream, grid(outputs, wg, compute_units), wg);
   });
 }
 
