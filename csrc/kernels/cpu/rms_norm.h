@@ -1,5 +1,12 @@
-// rms_norm and fused_add_rms_norm (a residual given): one pass summing squares,
-// one writing x * rstd * weight.
+// rms_norm and fused_add_rms_norm (a residual given): each row is summed (its
+// squares) and then normalised, out = x * rstd * weight.
+//
+// The two passes over a row are software-pipelined: the loop that normalises
+// row r also sums row r + 1. As two passes, the second (row r from L1, no
+// load from memory) left the memory idle for as long as the arithmetic took,
+// and one core's time was memory time plus arithmetic time; in one loop the
+// next row's loads are in flight while this row is computed. The weight is
+// converted to float once per call, in the lanes' order (chunk_floats).
 #pragma once
 
 #include "kernels/cpu/common.h"
@@ -7,117 +14,90 @@
 namespace kp::cpu::KP_CPU_CAPABILITY {
 
 template <typename T>
-void rms_norm_rows(const kpdrRmsNormArgs& a, int64_t r0, int64_t r1, bool stream) {
-  const int64_t n = a.cols;
+void rms_norm_rows(const kpdrRmsNormArgs& a, const float* wf, int64_t r0, int64_t r1, bool stream) {
+  using C = Chunk<T>;
+  const int64_t n = a.cols, nv = n - n % C::kSize;
   const T* w = static_cast<const T*>(a.weight);
-  // With streaming stores, the rounded sums x + residual of the row are kept
-  // here for the second pass: residual_out has gone past the cache.
-  std::vector<float> sums(a.residual != nullptr && stream ? n : 0);
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* x = at<T>(a.x, r * a.x_row_stride);
-    T* out = at<T>(a.out, r * a.out_row_stride);
-    const T* res = a.residual != nullptr ? at<T>(a.residual, r * a.residual_row_stride) : nullptr;
-    Vec acc0 = Vec::zero(), acc1 = Vec::zero();
-    float ss = 0.f;
-    T* res_out = res != nullptr ? at<T>(a.residual_out, r * a.residual_out_row_stride) : nullptr;
-    if (res != nullptr) {
-      // Sum in float, round to the storage type, and normalise the rounded
-      // values: exactly what x + residual followed by rms_norm computes.
-      float* keep = sums.data();
-      if (!stream) {  // store, and read the rounded values back from L1 (one conversion)
-        int64_t i = 0;
-#if defined(KP_VEC_AVX512_BF16)
-        if constexpr (std::is_same_v<T, BF16>) {  // in (even, odd) pairs, see write_span_pairs
-          for (; i + 2 * W <= n; i += 2 * W) {
-            Vec xe, xo, re, ro;
-            Vec::load_deinterleaved(x + i, xe, xo);
-            Vec::load_deinterleaved(res + i, re, ro);
-            Vec::store_interleaved(res_out + i, xe + re, xo + ro, false);
-            Vec::load_deinterleaved(res_out + i, re, ro);
-            acc0 = Vec::fmadd(re, re, acc0);
-            acc1 = Vec::fmadd(ro, ro, acc1);
-          }
-        }
-#endif
-        for (; i + W <= n; i += W) {
-          (Vec::load(x + i) + Vec::load(res + i)).store(res_out + i);
-          const Vec s = Vec::load(res_out + i);
-          acc0 = Vec::fmadd(s, s, acc0);
-        }
-        for (; i < n; ++i) {
-          res_out[i] = from_float<T>(to_float(x[i]) + to_float(res[i]));
-          const float s = to_float(res_out[i]);
-          ss += s * s;
-        }
-      } else {  // streamed: the rounded values are kept in float for the second pass
-        write_span(res_out, 0, n, true,
-                   [&](int64_t i) {
-                     const Vec s = rounded<T>(Vec::load(x + i) + Vec::load(res + i));
-                     s.store(keep + i);
-                     acc0 = Vec::fmadd(s, s, acc0);
-                     return s;
-                   },
-                   [&](int64_t i) {
-                     const float s = to_float(from_float<T>(to_float(x[i]) + to_float(res[i])));
-                     keep[i] = s;
-                     ss += s * s;
-                     return s;
-                   });
-      }
-    } else {
-      int64_t i = 0;
-#if defined(KP_VEC_AVX512_BF16)
-      if constexpr (std::is_same_v<T, BF16>) {  // the sum does not care about lane order
-        for (; i + 2 * W <= n; i += 2 * W) {
-          Vec s0, s1;
-          Vec::load_deinterleaved(x + i, s0, s1);
-          acc0 = Vec::fmadd(s0, s0, acc0);
-          acc1 = Vec::fmadd(s1, s1, acc1);
-        }
-      }
-#endif
-      for (; i + 2 * W <= n; i += 2 * W) {
-        Vec s0 = Vec::load(x + i), s1 = Vec::load(x + i + W);
-        acc0 = Vec::fmadd(s0, s0, acc0);
-        acc1 = Vec::fmadd(s1, s1, acc1);
-      }
-      for (; i + W <= n; i += W) {
-        Vec s = Vec::load(x + i);
-        acc0 = Vec::fmadd(s, s, acc0);
-      }
-      for (; i < n; ++i) ss += to_float(x[i]) * to_float(x[i]);
+  const bool fused = a.residual != nullptr;
+  // fused_add_rms_norm with streaming stores: residual_out goes past the
+  // cache, so the rounded sums x + residual of this row and the next are kept
+  // here for the normalising loop, and copied out after it.
+  std::vector<T> keep(fused && stream ? 2 * n : 0);
+  auto x_row = [&](int64_t r) { return at<T>(a.x, r * a.x_row_stride); };
+  auto res_row = [&](int64_t r) { return at<T>(a.residual, r * a.residual_row_stride); };
+  // Where row r's rounded sums go: what the normalising loop reads (fused).
+  auto sum_row = [&](int64_t r) -> T* {
+    return stream ? keep.data() + (r & 1) * n : at<T>(a.residual_out, r * a.residual_out_row_stride);
+  };
+  // Accumulates the squares of row r's chunk at i; fused, x + residual is
+  // first rounded to T and stored, and the rounded values are summed, exactly
+  // as x + residual followed by rms_norm computes.
+  auto sum_chunk = [&](int64_t r, int64_t i, Vec& s0, Vec& s1) {
+    Vec v0, v1;
+    C::load(x_row(r) + i, v0, v1);
+    if (fused) {
+      Vec r0v, r1v;
+      C::load(res_row(r) + i, r0v, r1v);
+      v0 = v0 + r0v;
+      v1 = v1 + r1v;
+      T* dst = sum_row(r) + i;
+      C::store(dst, v0, v1, false);
+      if constexpr (!std::is_same_v<T, float>) C::load(dst, v0, v1);  // the rounded values, forwarded from the store
     }
-    ss += (acc0 + acc1).reduce_add();
+    s0 = Vec::fmadd(v0, v0, s0);
+    s1 = Vec::fmadd(v1, v1, s1);
+  };
+  auto sum_scalar = [&](int64_t r, int64_t i) {
+    float v = to_float(x_row(r)[i]);
+    if (fused) {
+      T* dst = sum_row(r) + i;
+      *dst = from_float<T>(v + to_float(res_row(r)[i]));
+      v = to_float(*dst);
+    }
+    return v * v;
+  };
+  // The row normalised: x, or the rounded sums.
+  auto src_row = [&](int64_t r) -> const T* { return fused ? sum_row(r) : x_row(r); };
+  auto whole_sum = [&](int64_t r) {
+    Vec s0 = Vec::zero(), s1 = Vec::zero();
+    for (int64_t i = 0; i < nv; i += C::kSize) sum_chunk(r, i, s0, s1);
+    float ss = 0.f;
+    for (int64_t i = nv; i < n; ++i) ss += sum_scalar(r, i);
+    return ss + (s0 + s1).reduce_add();
+  };
+
+  float ss = whole_sum(r0);
+  for (int64_t r = r0; r < r1; ++r) {
     const float inv = 1.f / std::sqrt(ss / float(n) + a.eps);
     if (a.rstd != nullptr) static_cast<float*>(a.rstd)[r] = inv;
     const Vec vinv = Vec::set1(inv);
-    // out = src * inv * w, src being the row just summed (x, or residual_out
-    // read back while it is still in L1).
-    auto normalise = [&](const T* src, bool streamed) {
-      auto scalar = [&](int64_t i) { return to_float(src[i]) * inv * to_float(w[i]); };
-#if defined(KP_VEC_AVX512_BF16)
-      if constexpr (std::is_same_v<T, BF16>) {
-        write_span_pairs(out, 0, n, streamed, [&](int64_t i, Vec& e, Vec& o) {
-          Vec we, wo;
-          Vec::load_deinterleaved(src + i, e, o);
-          Vec::load_deinterleaved(w + i, we, wo);
-          e = e * vinv * we;
-          o = o * vinv * wo;
-        }, scalar);
-        return;
-      }
-#endif
-      write_span(out, 0, n, streamed, [&](int64_t i) { return Vec::load(src + i) * vinv * Vec::load(w + i); }, scalar);
+    const T* src = src_row(r);
+    T* out = at<T>(a.out, r * a.out_row_stride);
+    // Rows that do not start on a streaming boundary use ordinary stores
+    // (the lanes' order ties chunks to the weight's, so no scalar head).
+    const bool st = stream && C::aligned(out);
+    auto normalise_chunk = [&](int64_t i) {
+      Vec v0, v1;
+      C::load(src + i, v0, v1);
+      C::store(out + i, v0 * vinv * Vec::load(wf + i), v1 * vinv * Vec::load(wf + i + W), st);
     };
-    if (res != nullptr && !stream) {
-      normalise(res_out, false);
-    } else if (res != nullptr) {
-      const float* keep = sums.data();
-      write_span(out, 0, n, true, [&](int64_t i) { return Vec::load(keep + i) * vinv * Vec::load(w + i); },
-                 [&](int64_t i) { return keep[i] * inv * to_float(w[i]); });
+    const bool next = r + 1 < r1;
+    Vec s0 = Vec::zero(), s1 = Vec::zero();
+    if (next) {
+      for (int64_t i = 0; i < nv; i += C::kSize) {
+        sum_chunk(r + 1, i, s0, s1);
+        normalise_chunk(i);
+      }
     } else {
-      normalise(x, stream);
+      for (int64_t i = 0; i < nv; i += C::kSize) normalise_chunk(i);
     }
+    float tail = 0.f;
+    for (int64_t i = nv; i < n; ++i) {
+      out[i] = from_float<T>(to_float(src[i]) * inv * to_float(w[i]));
+      if (next) tail += sum_scalar(r + 1, i);
+    }
+    if (next) ss = tail + (s0 + s1).reduce_add();
+    if (fused && stream) copy_elements(at<T>(a.residual_out, r * a.residual_out_row_stride), src, n, true);
   }
   if (stream) Vec::fence();
 }
@@ -126,7 +106,17 @@ void rms_norm(const kpdrRmsNormArgs& a) {
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
     const bool stream = use_streaming_stores(a.rows * a.cols * int64_t(sizeof(T)));  // per output
-    kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { rms_norm_rows<T>(a, b, e, stream); });
+    const T* w = static_cast<const T*>(a.weight);
+    std::vector<float> converted;
+    const float* wf = nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      wf = w;  // a float chunk is in order: no conversion
+    } else {
+      converted.resize(a.cols);
+      chunk_floats(w, converted.data(), a.cols);
+      wf = converted.data();
+    }
+    kp::parallel_for(0, a.rows, grain_for(a.cols), [&](int64_t b, int64_t e) { rms_norm_rows<T>(a, wf, b, e, stream); });
   });
 }
 
