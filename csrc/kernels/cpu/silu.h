@@ -24,6 +24,10 @@ void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1, bool s
   const T* x = at<T>(a.x, r * a.x_row_stride);
   const T* up = a.gated ? x + a.cols : nullptr;
   T* out = at<T>(a.out, r * a.out_row_stride);
+  // Gate and up are asked for 2 KiB ahead (prefetch_lines; past the row's
+  // end is harmless: a prefetch never faults). One thread on the development
+  // machine: 0.79 -> 1.0 of a copy (1 and 4 KiB: 0.9-0.95).
+  constexpr int64_t kAhead = 2048 / sizeof(T);
   auto scalar = [&](int64_t i) {
     const float s = silu_scalar(to_float(x[i]));
     return up != nullptr ? s * to_float(up[i]) : s;
@@ -31,6 +35,8 @@ void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1, bool s
   if (up != nullptr) {
     write_chunks(out, c0, c1, stream, [&](int64_t i, Vec& v0, Vec& v1) {
       Vec u0, u1;
+      prefetch_lines(x + i + kAhead, Chunk<T>::kSize * sizeof(T));
+      prefetch_lines(up + i + kAhead, Chunk<T>::kSize * sizeof(T));
       Chunk<T>::load(x + i, v0, v1);
       Chunk<T>::load(up + i, u0, u1);
       v0 = silu_vec<T>(v0) * u0;
