@@ -212,6 +212,25 @@ inline void write_chunks(T* out, int64_t begin, int64_t end, bool stream, ChunkF
   for (; i < end; ++i) out[i] = from_float<T>(scalar(i));
 }
 
+// Whether stream_bytes streams (else it is memcpy).
+#if defined(KP_VEC_AVX512)
+constexpr bool kStreamBytes = true;
+#else
+constexpr bool kStreamBytes = false;
+#endif
+// bytes (a multiple of 64) from src to 64-byte aligned dst with
+// non-temporal stores (the caller fences).
+inline void stream_bytes(void* dst, const void* src, int64_t bytes) {
+#if defined(KP_VEC_AVX512)
+  for (int64_t b = 0; b < bytes; b += 64) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(static_cast<char*>(dst) + b),
+                        _mm512_loadu_si512(static_cast<const char*>(src) + b));
+  }
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
 // n elements from src to dst, with non-temporal stores where `stream` (the
 // caller fences).
 template <typename T> inline void copy_elements(T* dst, const T* src, int64_t n, bool stream) {

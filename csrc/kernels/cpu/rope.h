@@ -32,14 +32,10 @@ void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) 
         for (int64_t i = 0; i < half; ++i) sf[i] = -sf[i];
       }
     }
-    const int64_t np = std::min(p + 1, p1 - 1);
-    const T* next_x = at<T>(a.x, np / a.seq * a.x_stride[0] + np % a.seq * a.x_stride[1]);
     for (int64_t h = 0; h < a.heads; ++h) {
       const T* x = at<T>(a.x, b * a.x_stride[0] + s * a.x_stride[1] + h * a.x_stride[2]);
       T* out = at<T>(a.out, b * a.out_stride[0] + s * a.out_stride[1] + h * a.out_stride[2]);
-      // The next position's row of this head, into L2 meanwhile (see
-      // prefetch_lines): a position ahead of its loads.
-      prefetch_lines(next_x + h * a.x_stride[2], d * sizeof(T));
+
       // Pairs must not straddle vectors, so there is no scalar head: rows that
       // do not start on a vector boundary use ordinary stores.
       const bool st = stream && (a.interleaved ? vector_aligned(out)
