@@ -161,6 +161,20 @@ def test_fused_add_rms_norm_sum_is_rounded_to_the_input_dtype():
     assert torch.equal(new_residual, x + r)
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_rms_norm_of_rows_whose_squares_are_denormal_matches_float_arithmetic(cpu_isa, fused):
+    """bfloat16 rows of 1e-20 with eps = 0: every square (1e-40) is a float denormal, which vdpbf16ps
+    flushes to zero; such a row must still be normalised to +-1, not to inf or NaN."""
+    signs = torch.where(torch.arange(4 * 4096).reshape(4, 4096) % 3 == 0, -1.0, 1.0)
+    x = (signs * 1e-20).bfloat16()
+    w = torch.ones(4096).bfloat16()
+    if fused:
+        out, _ = torch.ops.kernel_pytorch.fused_add_rms_norm(x, torch.zeros_like(x), w, 0.0)
+    else:
+        out = torch.ops.kernel_pytorch.rms_norm(x, w, 0.0)
+    torch.testing.assert_close(out.float(), signs, atol=0, rtol=2 ** -8)
+
+
 def test_inputs_are_not_modified():
     x, r, w = torch.randn(3, 40), torch.randn(3, 40), torch.randn(40)
     before = (x.clone(), r.clone(), w.clone())

@@ -24,14 +24,22 @@ void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) 
         sf[2 * i] = -sn; sf[2 * i + 1] = sn;
       }
     } else {
-      for (int64_t i = 0; i < half; ++i) { cf[i] = to_float(cp[i]); sf[i] = sign * to_float(sp[i]); }
+      // In the lanes' order of Chunk<T> (chunk_floats), vectorised: per
+      // position this is 1/heads of the work.
+      chunk_floats(cp, cf, half);
+      chunk_floats(sp, sf, half);
+      if (a.inverse) {
+        for (int64_t i = 0; i < half; ++i) sf[i] = -sf[i];
+      }
     }
     for (int64_t h = 0; h < a.heads; ++h) {
       const T* x = at<T>(a.x, b * a.x_stride[0] + s * a.x_stride[1] + h * a.x_stride[2]);
       T* out = at<T>(a.out, b * a.out_stride[0] + s * a.out_stride[1] + h * a.out_stride[2]);
+
       // Pairs must not straddle vectors, so there is no scalar head: rows that
       // do not start on a vector boundary use ordinary stores.
-      const bool st = stream && vector_aligned(out) && (a.interleaved || vector_aligned(out + half));
+      const bool st = stream && (a.interleaved ? vector_aligned(out)
+                                               : Chunk<T>::aligned(out) && Chunk<T>::aligned(out + half));
       int64_t i = 0;
       if (a.interleaved) {
         for (; i + W <= d; i += W) {
@@ -44,11 +52,17 @@ void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) 
           out[i + 1] = from_float<T>(x1 * cf[i + 1] + x0 * sf[i + 1]);
         }
       } else {
-        for (; i + W <= half; i += W) {
-          Vec x1 = Vec::load(x + i), x2 = Vec::load(x + half + i);
-          Vec c = Vec::load(cf + i), sn = Vec::load(sf + i);
-          put(x1 * c - x2 * sn, out + i, st);
-          put(Vec::fmadd(x1, sn, x2 * c), out + half + i, st);
+        // A chunk of each half at a time (Chunk<T>: for bfloat16 at the
+        // AVX-512 levels even and odd lanes, cos and sin in the same order).
+        using Ch = Chunk<T>;
+        for (; i + Ch::kSize <= half; i += Ch::kSize) {
+          Vec x1a, x1b, x2a, x2b;
+          Ch::load(x + i, x1a, x1b);
+          Ch::load(x + half + i, x2a, x2b);
+          const Vec ca = Vec::load(cf + i), cb = Vec::load(cf + i + W);
+          const Vec sa = Vec::load(sf + i), sb = Vec::load(sf + i + W);
+          Ch::store(out + i, x1a * ca - x2a * sa, x1b * cb - x2b * sb, st);
+          Ch::store(out + half + i, Vec::fmadd(x1a, sa, x2a * ca), Vec::fmadd(x1b, sb, x2b * cb), st);
         }
         for (; i < half; ++i) {
           const float x1 = to_float(x[i]), x2 = to_float(x[half + i]);

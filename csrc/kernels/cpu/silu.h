@@ -17,46 +17,39 @@ template <typename T> inline Vec silu_vec(Vec v) {
   }
 }
 
-#if defined(KP_VEC_AVX512_BF16)
-// bfloat16 silu / silu_and_mul on (even, odd) lane pairs (write_span_pairs):
-// the loads and stores of write_span cost about as much as silu itself here.
-// The same arithmetic as silu_vec<BF16>, lane by lane.
-inline void silu_block_bf16(const BF16* x, const BF16* up, BF16* out, int64_t c0, int64_t c1, bool stream) {
+// A chunk at a time (write_chunks): for bfloat16 at the AVX-512 levels the
+// even and odd lanes, whose loads and stores cost no shuffles.
+template <typename T>
+void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1, bool stream) {
+  const T* x = at<T>(a.x, r * a.x_row_stride);
+  const T* up = a.gated ? x + a.cols : nullptr;
+  T* out = at<T>(a.out, r * a.out_row_stride);
+  // Gate and up are asked for 2 KiB ahead (prefetch_lines; past the row's
+  // end is harmless: a prefetch never faults). One thread on the development
+  // machine: 0.79 -> 1.0 of a copy (1 and 4 KiB: 0.9-0.95); on the 16-core
+  // Xeon at 1 / 4 / 16 threads 1.01 / 0.91 / 0.82 of a copy without,
+  // 1.04 / 1.05 / 1.11 with.
+  constexpr int64_t kAhead = 2048 / sizeof(T);
   auto scalar = [&](int64_t i) {
     const float s = silu_scalar(to_float(x[i]));
     return up != nullptr ? s * to_float(up[i]) : s;
   };
-  write_span_pairs(out, c0, c1, stream, [&](int64_t i, Vec& e, Vec& o) {
-    Vec::load_deinterleaved(x + i, e, o);
-    e = silu_vec<BF16>(e);
-    o = silu_vec<BF16>(o);
-    if (up != nullptr) {
-      Vec ue, uo;
-      Vec::load_deinterleaved(up + i, ue, uo);
-      e = e * ue;
-      o = o * uo;
-    }
-  }, scalar);
-}
-#endif
-
-template <typename T>
-void silu_block(const kpdrSiluArgs& a, int64_t r, int64_t c0, int64_t c1, bool stream) {
-  const T* x = at<T>(a.x, r * a.x_row_stride);
-  T* out = at<T>(a.out, r * a.out_row_stride);
-#if defined(KP_VEC_AVX512_BF16)
-  if constexpr (std::is_same_v<T, BF16>) {
-    silu_block_bf16(x, a.gated ? x + a.cols : nullptr, out, c0, c1, stream);
-    return;
-  }
-#endif
-  if (a.gated) {
-    const T* up = x + a.cols;
-    write_span(out, c0, c1, stream, [&](int64_t i) { return silu_vec<T>(Vec::load(x + i)) * Vec::load(up + i); },
-               [&](int64_t i) { return silu_scalar(to_float(x[i])) * to_float(up[i]); });
+  if (up != nullptr) {
+    write_chunks(out, c0, c1, stream, [&](int64_t i, Vec& v0, Vec& v1) {
+      Vec u0, u1;
+      prefetch_lines(x + i + kAhead, Chunk<T>::kSize * sizeof(T));
+      prefetch_lines(up + i + kAhead, Chunk<T>::kSize * sizeof(T));
+      Chunk<T>::load(x + i, v0, v1);
+      Chunk<T>::load(up + i, u0, u1);
+      v0 = silu_vec<T>(v0) * u0;
+      v1 = silu_vec<T>(v1) * u1;
+    }, scalar);
   } else {
-    write_span(out, c0, c1, stream, [&](int64_t i) { return silu_vec<T>(Vec::load(x + i)); },
-               [&](int64_t i) { return silu_scalar(to_float(x[i])); });
+    write_chunks(out, c0, c1, stream, [&](int64_t i, Vec& v0, Vec& v1) {
+      Chunk<T>::load(x + i, v0, v1);
+      v0 = silu_vec<T>(v0);
+      v1 = silu_vec<T>(v1);
+    }, scalar);
   }
 }
 

@@ -72,7 +72,6 @@ struct Vec {
   void stream(BF16* p) const { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), bf16_bits()); }
   void stream(Half* p) const { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), half_bits()); }
   static void fence() { _mm_sfence(); }
-#if defined(KP_VEC_AVX512_BF16)
   // 2 * kSize bfloat16 as two vectors, the even elements and the odd ones:
   // one load, a shift and a mask (no widening shuffle). For element-wise
   // kernels, which do not care about lane order.
@@ -81,11 +80,17 @@ struct Vec {
     even = {_mm512_castsi512_ps(_mm512_slli_epi32(w, 16))};
     odd = {_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(int(0xFFFF0000u))))};
   }
-  // The inverse: one vcvtne2ps2bf16 and one vpermw put the 2 * kSize rounded
-  // elements back in order (p aligned to 64 bytes when streaming). Lanes that
-  // vcvtne2ps2bf16 would get wrong (denormal, NaN) take scalar rounding.
+  // The inverse, rounding to nearest even (p aligned to 64 bytes when
+  // streaming). With AVX512-BF16 one vcvtne2ps2bf16 and one vpermw put the
+  // 2 * kSize rounded elements back in order; lanes that vcvtne2ps2bf16 would
+  // get wrong (denormal, NaN) take scalar rounding. Without it, the rounding
+  // is integer arithmetic on both vectors (3 instructions each: u + 0x7FFF +
+  // the lowest kept bit) and the high halves are merged by one shift and one
+  // vpternlogd, which needs no shuffle since the pairs are already in order;
+  // a NaN lane takes scalar rounding (0x7FC0, as c10::BFloat16).
   static void store_interleaved(BF16* p, Vec even, Vec odd, bool stream) {
-    if ((_mm512_fpclass_ps_mask(even.v, kDenormalOrNan) | _mm512_fpclass_ps_mask(odd.v, kDenormalOrNan)) != 0) {
+    __m512i w;
+    if (!pack_interleaved(even, odd, w)) {
       alignas(64) float e[kSize], o[kSize];
       even.store(e);
       odd.store(o);
@@ -95,12 +100,39 @@ struct Vec {
       }
       return;
     }
+    if (stream) _mm512_stream_si512(reinterpret_cast<__m512i*>(p), w);
+    else _mm512_storeu_si512(p, w);
+  }
+  // The 2 * kSize bfloat16 of store_interleaved in *w; false (and *w unset)
+  // where a lane needs the scalar rounding.
+  static bool pack_interleaved(Vec even, Vec odd, __m512i& w) {
+#if defined(KP_VEC_AVX512_BF16)
+    if ((_mm512_fpclass_ps_mask(even.v, kDenormalOrNan) | _mm512_fpclass_ps_mask(odd.v, kDenormalOrNan)) != 0) return false;
     // Word i of the packed vector is even[i] for i < 16, odd[i - 16] above.
     const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                            23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    const __m512i w = _mm512_permutexvar_epi16(order, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd.v, even.v)));
-    if (stream) _mm512_stream_si512(reinterpret_cast<__m512i*>(p), w);
-    else _mm512_storeu_si512(p, w);
+    w = _mm512_permutexvar_epi16(order, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(odd.v, even.v)));
+#else
+    if ((_mm512_cmp_ps_mask(even.v, even.v, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(odd.v, odd.v, _CMP_UNORD_Q)) != 0) return false;
+    const __m512i e = round_to_bf16_high(_mm512_castps_si512(even.v));
+    const __m512i o = round_to_bf16_high(_mm512_castps_si512(odd.v));
+    // (o & 0xFFFF0000) | (e >> 16): vpternlogd with the mask as selector.
+    w = _mm512_ternarylogic_epi32(_mm512_set1_epi32(int(0xFFFF0000u)), o, _mm512_srli_epi32(e, 16), 0xCA);
+#endif
+    return true;
+  }
+  // The even and odd elements of 2 * kSize packed bfloat16 (load_deinterleaved of a register).
+  static void unpack_interleaved(__m512i w, Vec& even, Vec& odd) {
+    even = {_mm512_castsi512_ps(_mm512_slli_epi32(w, 16))};
+    odd = {_mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(int(0xFFFF0000u))))};
+  }
+#if !defined(KP_VEC_AVX512_BF16)
+  // The bits of a non-NaN float rounded to nearest even at bfloat16's
+  // precision, in the high 16 bits (the low ones are garbage).
+  static __m512i round_to_bf16_high(__m512i u) {
+    const __mmask16 odd_lsb = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+    const __m512i r = _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF));
+    return _mm512_mask_add_epi32(r, odd_lsb, r, _mm512_set1_epi32(1));
   }
 #endif
   Vec operator+(Vec b) const { return {_mm512_add_ps(v, b.v)}; }
