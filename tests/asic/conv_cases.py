@@ -70,6 +70,16 @@ for dt in DTYPES:
         check(lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=2, dilation=2, groups=2), r(3, 4, 17), r(6, 2, 3), r(6),
               name="conv1d stride/padding/dilation/groups", dtype=dt, scale=s)
         check(lambda x, w, b: F.conv2d(x, w, b), r(3, 8, 8), r(4, 3, 3, 3), r(4), name="conv2d unbatched", dtype=dt, scale=s)
+        # Transposed convolution: the same products with forward and input gradient exchanged.
+        check(lambda x, w, b: F.conv_transpose2d(x, w, b), r(2, 3, 5, 6), r(3, 4, 3, 3), r(4), name="conv_transpose2d", dtype=dt, scale=s)
+        check(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1), r(2, 4, 5, 5), r(4, 3, 3, 3), r(3),
+              name="conv_transpose2d stride 2 output_padding", dtype=dt, scale=s)
+        check(lambda x, w: F.conv_transpose2d(x, w, stride=(2, 1), padding=(0, 1), dilation=(1, 2), groups=2), r(2, 4, 6, 7),
+              r(4, 3, 2, 3), name="conv_transpose2d groups/dilation no bias", dtype=dt, scale=s)
+        check(lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=2, output_padding=2), r(3, 4, 9), r(4, 2, 5), r(2),
+              name="conv_transpose1d", dtype=dt, scale=s)
+        check(lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2), r(2, 3, 4, 4), r(3, 5, 2, 2), r(5), name="conv_transpose2d channels_last",
+              dtype=dt, layout=channels_last, scale=s)
         if dt == torch.float32:
             # Columns of more than one chunk (2^24 elements): the weight gradient sums chunks.
             check(lambda x, w, b: F.conv2d(x, w, b, padding=1), r(8, 64, 64, 64), r(2, 64, 3, 3), r(2), name="conv2d chunked columns",

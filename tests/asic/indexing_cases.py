@@ -9,6 +9,7 @@ for out-of-range indices.
 
 ROUTED_OPS = (
     "index_select", "index", "_index_put_impl_", "embedding_dense_backward", "masked_fill_", "cat",
+    "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_add", "index_add_", "linspace",
     "logical_not", "bitwise_not", "bitwise_not_", "nan_to_num", "tril", "tril_", "triu", "triu_", "arange",
     "cos", "sin", "bitwise_and", "bitwise_or", "bitwise_xor", "add", "add_", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "where", "fill_", "zero_", "neg", "abs", "copy_", "_to_copy",
@@ -158,6 +159,49 @@ many = torch.randint(0, 30, (5000,))
 check(lambda w, i, g: embedding_grad(w, i, g), big, many, values((5000, 16), torch.float32),
       name="embedding backward, many duplicates")
 
+# ---- gather / scatter / scatter_add / index_add (and so their backward ops) ----
+for dt in ALL:
+    x = values((4, 6), dt)
+    idx = torch.tensor([[0, 5, 5], [2, 1, 0], [3, 3, 3]])
+    check(lambda t, i: torch.gather(t, 1, i), x, idx, name=f"gather dim 1 {dt}")
+    check(lambda t, i: torch.gather(t, 0, i), x, idx.clamp(max=3), name=f"gather dim 0 {dt}")
+    check(lambda t, i: torch.gather(t.t(), 0, i), x, idx, name=f"gather transposed {dt}")
+    perm = torch.tensor([[1, 0, 3], [0, 2, 1]])
+    check(lambda t, i, s: t.clone().scatter_(1, i, s), x, perm, values((2, 5), dt), name=f"scatter_ src {dt}")
+    check(lambda t, i, s: torch.scatter(t, 0, i, s), x, perm.clamp(max=3), values((3, 3), dt), name=f"scatter src {dt}")
+    fill = True if dt == torch.bool else (-3 if not dt.is_floating_point else 2.5)
+    check(lambda t, i: t.scatter(1, i, fill), x, perm, name=f"scatter value {dt}")
+    check(lambda t, i: t.clone().scatter_(1, i, fill), x, perm, name=f"scatter_ value {dt}")
+for dt in FLOATS:
+    x = values((5, 4), dt)
+    dup = torch.tensor([[0, 0, 4, 0], [4, 4, 1, 0], [2, 2, 2, 2]])
+    check(lambda t, i, s: t.scatter_add(0, i, s), x, dup, values((3, 4), dt), name=f"scatter_add duplicates {dt}")
+    check(lambda t, i, s: t.clone().scatter_add_(1, i.clamp(max=3), s), x, dup, values((3, 6), dt), name=f"scatter_add_ {dt}")
+    check(lambda t, i, s: t.index_add(0, i, s), x, torch.tensor([4, 0, 4]), values((3, 4), dt), name=f"index_add duplicates {dt}")
+    check(lambda t, i, s: t.clone().index_add_(1, i, s, alpha=-2), x, torch.tensor([3, 1], dtype=torch.int32),
+          values((5, 2), dt), name=f"index_add_ dim 1 alpha int32 index {dt}")
+    def gather_grad(t, i, g):
+        t = t.detach().clone().requires_grad_()
+        torch.gather(t, 1, i).backward(g)
+        return t.grad
+    check(gather_grad, x, torch.tensor([[0, 3, 3], [1, 1, 1], [2, 0, 3], [0, 0, 0], [3, 2, 1]]), values((5, 3), dt),
+          name=f"gather backward: scatter_add {dt}")
+    def index_select_grad(t, i, g):
+        t = t.detach().clone().requires_grad_()
+        t.index_select(1, i).backward(g)
+        return t.grad
+    check(index_select_grad, x, torch.tensor([3, 3, 0]), values((5, 3), dt), name=f"index_select backward: index_add {dt}")
+
+# ---- linspace ----
+for args, dt in (((0.0, 1.0, 11), torch.float32), ((-3, 7.5, 1000), torch.float32), ((2.0, -2.0, 7), torch.bfloat16),
+                 ((1.0, 5.0, 1), torch.float32), ((1.0, 5.0, 0), torch.float16), ((0, 100, 513), torch.float16)):
+    ref = torch.linspace(*args, dtype=dt)
+    got = torch.linspace(*args, dtype=dt, device=dev)
+    assert got.dtype == ref.dtype and got.shape == ref.shape, (args, got, ref)
+    tol = dict(rtol=1e-6, atol=1e-5) if dt == torch.float32 else dict(rtol=1e-2, atol=1e-1)
+    torch.testing.assert_close(got.cpu(), ref, **tol)
+    checked += 1
+
 # ---- cat ----
 for dt in ALL:
     parts = [values((2, 3), dt), values((4, 3), dt), values((0, 3), dt)]
@@ -177,7 +221,10 @@ for bad in (lambda: w.index_select(0, torch.tensor([1, 5], device=dev)),
             lambda: w.index_select(0, torch.tensor([-1], device=dev)),
             lambda: F.embedding(torch.tensor([[0, 7]], device=dev), w),
             lambda: w[torch.tensor([-6], device=dev)],
-            lambda: w.clone().index_put_((torch.tensor([9], device=dev),), torch.ones(3, device=dev), accumulate=True)):
+            lambda: w.clone().index_put_((torch.tensor([9], device=dev),), torch.ones(3, device=dev), accumulate=True),
+            lambda: torch.gather(w, 1, torch.tensor([[0, 3]], device=dev)),
+            lambda: w.clone().scatter_add_(0, torch.tensor([[5, 0, 0]], device=dev), torch.ones(1, 3, device=dev)),
+            lambda: w.clone().index_add_(0, torch.tensor([8], device=dev), torch.ones(1, 3, device=dev))):
     try:
         bad()
         errors.append("no error")

@@ -69,14 +69,7 @@ CASES = {
 }
 
 
-# The tiny Llama trains like the CPU (the kit checks it) but not yet natively: its rotary
-# embedding's cos[positions] and causal mask fall back (aten::index.Tensor, tril, bitwise_not).
-NOT_YET_NATIVE = pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                                   reason="aten::index.Tensor, tril and bitwise_not have no native kernel")
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=NOT_YET_NATIVE) if n == "tiny_llama_sgd" else n
-                                  for n in sorted(CASES)])
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_trains_like_the_cpu_without_any_fallback(name, raise_on_fallback, one_intra_op_thread):
     make_model, make_batch, make_optimizer = CASES[name]
     torch.manual_seed(0)

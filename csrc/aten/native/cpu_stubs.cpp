@@ -127,6 +127,7 @@ void use_cpu_kernels_for_stubs() {
   use_cpu_kernel(bitwise_and_stub);
   use_cpu_kernel(bitwise_or_stub);
   use_cpu_kernel(bitwise_xor_stub);
+  use_cpu_kernel(bitwise_not_stub);
   use_cpu_kernel(nan_to_num_stub);
   use_cpu_kernel(mse_stub);
   use_cpu_kernel(addcmul_stub);
@@ -137,6 +138,7 @@ void use_cpu_kernels_for_stubs() {
   use_cpu_kernel(pow_tensor_tensor_stub);
   use_cpu_kernel(where_kernel);
   use_cpu_kernel(masked_fill_stub);
+  use_cpu_kernel(index_stub);
   use_cpu_kernel(clamp_min_scalar_stub);
   use_cpu_kernel(clamp_max_scalar_stub);
   use_cpu_kernel(clamp_scalar_stub);

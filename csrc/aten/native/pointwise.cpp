@@ -3,6 +3,7 @@
 #include <ATen/ops/abs_native.h>
 #include <ATen/ops/add_native.h>
 #include <ATen/ops/bitwise_and_native.h>
+#include <ATen/ops/bitwise_not_native.h>
 #include <ATen/ops/bitwise_or_native.h>
 #include <ATen/ops/bitwise_xor_native.h>
 #include <ATen/ops/logical_not_native.h>
@@ -71,16 +72,6 @@ namespace {
 using T = const at::Tensor&;
 using S = const at::Scalar&;
 
-// name, name.out, name_ for a structured op whose meta takes Args...
-template <class Impl, class... Rest>
-void all_forms(Registrar& r, const char* name, const char* out, const char* inplace) {
-  r.impl(name, TORCH_FN((Op<Impl, T, Rest...>::functional)));
-  r.impl(out, TORCH_FN((Op<Impl, T, Rest...>::out)));
-  if (inplace != nullptr) {
-    r.impl(inplace, TORCH_FN((InplaceOp<Impl, Rest...>::inplace)));
-  }
-}
-
 } // namespace
 
 void register_pointwise(Registrar& r) {
@@ -118,6 +109,7 @@ void register_pointwise(Registrar& r) {
   all_forms<structured_ge_Tensor_out, T>(r, "ge.Tensor", "ge.Tensor_out", "ge_.Tensor");
   all_forms<structured_bitwise_and_out, T>(r, "bitwise_and.Tensor", "bitwise_and.Tensor_out", "bitwise_and_.Tensor");
   all_forms<structured_bitwise_or_out, T>(r, "bitwise_or.Tensor", "bitwise_or.Tensor_out", "bitwise_or_.Tensor");
+  all_forms<structured_bitwise_not_out>(r, "bitwise_not", "bitwise_not.out", "bitwise_not_");
   all_forms<structured_bitwise_xor_out, T>(r, "bitwise_xor.Tensor", "bitwise_xor.Tensor_out", "bitwise_xor_.Tensor");
   r.impl("logical_not", TORCH_FN((HostKernel<&at::native::logical_not>::call)));
   r.impl("logical_not.out", TORCH_FN((HostKernel<&at::native::logical_not_out>::call)));

@@ -14,7 +14,10 @@
 // one small gather kernel, and it serves unfold/fold too; its cost is the
 // column buffer, bounded here by converting kColumnElements at a time.
 //
-// Calls the entries cannot take (transposed or 3-d convolutions, other
+// Transposed convolution reuses the same three products with the roles of
+// forward and input gradient exchanged (transposed_forward).
+//
+// Calls the entries cannot take (3-d convolutions, other
 // dtypes, bad arguments, a NOT_SUPPORTED answer) run through the counted
 // CPU fallback, which also raises ATen's errors.
 #include "runtime_conv.h"
@@ -80,21 +83,21 @@ struct Conv {
   int64_t chunk() const { return std::clamp<int64_t>(kColumnElements / std::max<int64_t>(1, rows() * p()), 1, n); }
 };
 
-// The convolution a call describes, if the entries may take it.
-std::optional<Conv> conv_of(T input, T weight, Ints stride, Ints padding, Ints dilation, bool transposed,
-                            int64_t groups) {
+// The (non-transposed) convolution of an input of `sizes` on `like`'s device
+// and dtype, if the entries may take it.
+std::optional<Conv> conv_of(Ints sizes, T like, T weight, Ints stride, Ints padding, Ints dilation, int64_t groups) {
   const kpdrKernelTable& kernels = runtime_kernels();
   if (host_addressable() || kernels.gemm == nullptr || kernels.im2col == nullptr) return std::nullopt;
-  if (!device_float(input) || !usable(weight, input) || transposed || groups < 1) return std::nullopt;
-  const int64_t dims = input.dim();
+  if (!device_float(like) || !usable(weight, like) || groups < 1) return std::nullopt;
+  const int64_t dims = static_cast<int64_t>(sizes.size());
   if ((dims != 3 && dims != 4) || weight.dim() != dims) return std::nullopt;
   const size_t spatial = static_cast<size_t>(dims - 2);
   Conv c{};
-  c.dtype = *entry_dtype(input.scalar_type());
-  c.n = input.size(0);
-  c.c = input.size(1);
-  c.h = dims == 3 ? 1 : input.size(2);
-  c.w = input.size(-1);
+  c.dtype = *entry_dtype(like.scalar_type());
+  c.n = sizes[0];
+  c.c = sizes[1];
+  c.h = dims == 3 ? 1 : sizes[2];
+  c.w = sizes[dims - 1];
   c.cout = weight.size(0);
   c.groups = groups;
   if (c.n == 0 || c.c == 0 || c.cout == 0 || c.c % groups != 0 || c.cout % groups != 0 ||
@@ -125,6 +128,40 @@ std::optional<Conv> conv_of(T input, T weight, Ints stride, Ints padding, Ints d
   c.oh = out[0];
   c.ow = out[1];
   return c;
+}
+
+std::optional<Conv> conv_of(T input, T weight, Ints stride, Ints padding, Ints dilation, int64_t groups) {
+  return conv_of(input.sizes(), input, weight, stride, padding, dilation, groups);
+}
+
+// A transposed convolution of `input` is the input gradient of the ordinary
+// convolution whose output has input's shape and whose input has the
+// transposed output's shape (same weight: [c_in, c_out / groups, k...]).
+// Returns that convolution and the transposed output's sizes.
+std::optional<std::pair<Conv, std::vector<int64_t>>> transposed_conv_of(T input, T weight, Ints stride, Ints padding,
+                                                                        Ints dilation, Ints output_padding,
+                                                                        int64_t groups) {
+  const int64_t dims = input.dim();
+  if ((dims != 3 && dims != 4) || weight.dim() != dims || groups < 1 || input.size(1) != weight.size(0)) {
+    return std::nullopt;
+  }
+  const size_t spatial = static_cast<size_t>(dims - 2);
+  std::vector<int64_t> sizes = {input.size(0), weight.size(1) * groups};
+  for (size_t i = 0; i < spatial; ++i) {
+    const auto s = param(stride, i, spatial), p = param(padding, i, spatial), dl = param(dilation, i, spatial),
+               op = param(output_padding, i, spatial);
+    // ATen's rule: output padding smaller than stride or dilation.
+    if (!s || !p || !dl || !op || *s < 1 || *dl < 1 || *op < 0 || (*op >= *s && *op >= *dl)) return std::nullopt;
+    const int64_t size = (input.size(2 + i) - 1) * *s - 2 * *p + *dl * (weight.size(2 + i) - 1) + *op + 1;
+    if (size < 1) return std::nullopt;
+    sizes.push_back(size);
+  }
+  auto c = conv_of(sizes, input, weight, stride, padding, dilation, groups);
+  // The ordinary convolution must give back input's spatial shape.
+  if (!c || c->cout != input.size(1) || c->ow != input.size(-1) || (dims == 4 && c->oh != input.size(2))) {
+    return std::nullopt;
+  }
+  return std::make_pair(*c, sizes);
 }
 
 // Images [n0, n0 + nb) of `image` to or from columns (col_batch_stride, col_ld).
@@ -210,6 +247,38 @@ std::optional<at::Tensor> forward(T input, T weight, const std::optional<at::Ten
   return out;
 }
 
+// The input gradient of convolution `c` (an input of `sizes`) from its
+// output gradient `go` [n, cout, oh, ow]: W^T go, folded back by col2im.
+std::optional<at::Tensor> input_gradient(const at::Tensor& go, T weight, const Conv& c, Ints sizes,
+                                         const at::TensorOptions& options, at::MemoryFormat format) {
+  const c10::DeviceIndex device = go.device().index();
+  const int64_t chunk = c.chunk(), k = c.k(), p = c.p(), per_group = c.cout / c.groups;
+  // In float32 for 16-bit dtypes: col2im sums overlapping windows, and
+  // columns rounded to 16 bits first would round the sum twice (the CPU
+  // rounds once).
+  const at::ScalarType acc = at::kFloat;
+  Conv cf = c;
+  cf.dtype = KPDR_DTYPE_FLOAT32;
+  const at::Tensor w = weight.to(acc).contiguous();
+  const at::Tensor gof = go.to(acc).contiguous();
+  at::Tensor gi = at::empty(sizes, options.dtype(acc).memory_format(format));
+  const at::Tensor col = at::empty({chunk * c.rows() * p}, options.dtype(acc));
+  for (int64_t n0 = 0; n0 < c.n; n0 += chunk) {
+    const int64_t nb = std::min(chunk, c.n - n0);
+    for (int64_t g = 0; g < c.groups; ++g) {
+      // col[n, group g] (k x p) = W[g]^T (k x per_group) * grad_output[n, group g] (per_group x p)
+      if (!gemm(cf, device, nb, k, p, per_group, 1, 0, {element(w, g * per_group * k), 0, k},
+                {element(gof, (n0 * c.cout + g * per_group) * p), c.cout * p, p},
+                {element(col, g * k * p), c.rows() * p, p}, false)) {
+        return std::nullopt;
+      }
+    }
+    if (!columns(cf, KPDR_COL2IM, gi, n0, nb, col, c.rows() * p, p)) return std::nullopt;
+  }
+  const at::ScalarType dtype = c10::typeMetaToScalarType(options.dtype());
+  return gi.scalar_type() == dtype ? gi : gi.to(dtype);
+}
+
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 std::optional<Grads> backward(T grad_output, T input, T weight, const Conv& c, std::array<bool, 3> mask) {
@@ -223,29 +292,9 @@ std::optional<Grads> backward(T grad_output, T input, T weight, const Conv& c, s
   const int64_t chunk = c.chunk(), k = c.k(), p = c.p(), per_group = c.cout / c.groups;
   at::Tensor grad_input, grad_weight, grad_bias;
   if (mask[0]) {
-    // In float32 for 16-bit dtypes: col2im sums overlapping windows, and
-    // columns rounded to 16 bits first would round the sum twice (the CPU
-    // rounds once).
-    const at::ScalarType acc = at::kFloat;
-    Conv cf = c;
-    cf.dtype = KPDR_DTYPE_FLOAT32;
-    const at::Tensor w = weight.to(acc).contiguous();
-    const at::Tensor gof = go.to(acc);
-    at::Tensor gi = at::empty(input.sizes(), input.options().dtype(acc).memory_format(input.suggest_memory_format()));
-    const at::Tensor col = at::empty({chunk * c.rows() * p}, input.options().dtype(acc));
-    for (int64_t n0 = 0; n0 < c.n; n0 += chunk) {
-      const int64_t nb = std::min(chunk, c.n - n0);
-      for (int64_t g = 0; g < c.groups; ++g) {
-        // col[n, group g] (k x p) = W[g]^T (k x per_group) * grad_output[n, group g] (per_group x p)
-        if (!gemm(cf, device, nb, k, p, per_group, 1, 0, {element(w, g * per_group * k), 0, k},
-                  {element(gof, (n0 * c.cout + g * per_group) * p), c.cout * p, p},
-                  {element(col, g * k * p), c.rows() * p, p}, false)) {
-          return std::nullopt;
-        }
-      }
-      if (!columns(cf, KPDR_COL2IM, gi, n0, nb, col, c.rows() * p, p)) return std::nullopt;
-    }
-    grad_input = gi.scalar_type() == input.scalar_type() ? gi : gi.to(input.scalar_type());
+    auto gi = input_gradient(go, weight, c, input.sizes(), input.options(), input.suggest_memory_format());
+    if (!gi) return std::nullopt;
+    grad_input = *gi;
   }
   if (mask[1]) {
     grad_weight = at::empty(weight.sizes(), weight.options().memory_format(at::MemoryFormat::Contiguous));
@@ -265,6 +314,51 @@ std::optional<Grads> backward(T grad_output, T input, T weight, const Conv& c, s
     }
   }
   if (mask[2]) grad_bias = at::sum(go, {0, 2, 3});
+  return Grads{grad_input, grad_weight, grad_bias};
+}
+
+// Transposed convolution (nn.ConvTranspose1d/2d) through the same products:
+// its output is the ordinary convolution's input gradient; its input
+// gradient that convolution's output; its weight gradient that convolution's
+// weight gradient with the roles of input and output gradient exchanged.
+std::optional<at::Tensor> transposed_forward(T input, T weight, const std::optional<at::Tensor>& bias, const Conv& c,
+                                             const std::vector<int64_t>& sizes) {
+  const bool with_bias = bias.has_value() && bias->defined();
+  if (with_bias && (!usable(*bias, input) || bias->dim() != 1 || bias->size(0) != c.c)) return std::nullopt;
+  c10::DeviceGuard guard(input.device());
+  const at::Tensor x = input.dim() == 3 ? input.unsqueeze(2) : input;
+  std::vector<int64_t> sizes4 = sizes;
+  if (input.dim() == 3) sizes4.insert(sizes4.begin() + 2, 1);
+  auto out = input_gradient(x, weight, c, sizes4, input.options(), input.suggest_memory_format());
+  if (!out) return std::nullopt;
+  if (with_bias) out->add_(bias->view({1, c.c, 1, 1}));
+  return input.dim() == 3 ? out->squeeze(2) : *out;
+}
+
+std::optional<Grads> transposed_backward(T grad_output, T input, T weight, Ints stride, Ints padding, Ints dilation,
+                                         int64_t groups, std::array<bool, 3> mask) {
+  // The ordinary convolution of grad_output (shaped like the transposed output).
+  const auto c = conv_of(grad_output, weight, stride, padding, dilation, groups);
+  if (!c || !usable(grad_output, input) || grad_output.dim() != input.dim() || c->cout != input.size(1) ||
+      c->ow != input.size(-1) || (input.dim() == 4 && c->oh != input.size(2)) || c->n != input.size(0)) {
+    return std::nullopt;
+  }
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (mask[0]) {
+    auto gi = forward(grad_output, weight, std::nullopt, *c);
+    if (!gi) return std::nullopt;
+    grad_input = input.suggest_memory_format() == at::MemoryFormat::ChannelsLast
+                     ? gi->contiguous(at::MemoryFormat::ChannelsLast)
+                     : gi->contiguous();
+  }
+  if (mask[1]) {
+    auto g = backward(input, grad_output, weight, *c, {false, true, false});
+    if (!g) return std::nullopt;
+    grad_weight = std::get<1>(*g);
+  }
+  if (mask[2]) {
+    grad_bias = input.dim() == 3 ? at::sum(grad_output, {0, 2}) : at::sum(grad_output, {0, 2, 3});
+  }
   return Grads{grad_input, grad_weight, grad_bias};
 }
 
@@ -466,9 +560,18 @@ bool runtime_convolution(const c10::OperatorHandle& op, torch::jit::Stack* stack
     if (!stride || !padding || !dilation || !arg(8).isInt()) return false;
     const at::Tensor input = arg(0).toTensor(), weight = arg(1).toTensor();
     const auto bias = arg(2).toOptional<at::Tensor>();
-    const auto c = conv_of(input, weight, *stride, *padding, *dilation, arg(6).toBool(), arg(8).toInt());
-    if (!c) return false;
-    auto out = forward(input, weight, bias, *c);
+    std::optional<at::Tensor> out;
+    if (arg(6).toBool()) {
+      const auto output_padding = ints(arg(7));
+      if (!output_padding) return false;
+      const auto t = transposed_conv_of(input, weight, *stride, *padding, *dilation, *output_padding, arg(8).toInt());
+      if (!t) return false;
+      out = transposed_forward(input, weight, bias, t->first, t->second);
+    } else {
+      const auto c = conv_of(input, weight, *stride, *padding, *dilation, arg(8).toInt());
+      if (!c) return false;
+      out = forward(input, weight, bias, *c);
+    }
     if (!out) return false;
     torch::jit::drop(*stack, n);
     torch::jit::push(*stack, std::move(*out));
@@ -480,13 +583,24 @@ bool runtime_convolution(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const auto stride = ints(arg(4)), padding = ints(arg(5)), dilation = ints(arg(6));
   if (!stride || !padding || !dilation || !arg(9).isInt()) return false;
   const at::Tensor grad_output = arg(0).toTensor(), input = arg(1).toTensor(), weight = arg(2).toTensor();
-  const auto c = conv_of(input, weight, *stride, *padding, *dilation, arg(7).toBool(), arg(9).toInt());
-  if (!c) return false;
   const auto mask_list = arg(10).toBoolList();
   if (mask_list.size() != 3) return false;
   const std::array<bool, 3> mask = {mask_list[0], mask_list[1], mask_list[2]};
   if (mask[2] && (runtime_kernels().reduce == nullptr)) return false;
-  auto grads = backward(grad_output, input, weight, *c, mask);
+  std::optional<Grads> grads;
+  if (arg(7).toBool()) {
+    // The transposed convolution's own output shape must be what its
+    // forward gives (output_padding included).
+    const auto output_padding = ints(arg(8));
+    if (!output_padding) return false;
+    const auto t = transposed_conv_of(input, weight, *stride, *padding, *dilation, *output_padding, arg(9).toInt());
+    if (!t || grad_output.sizes() != at::IntArrayRef(t->second)) return false;
+    grads = transposed_backward(grad_output, input, weight, *stride, *padding, *dilation, arg(9).toInt(), mask);
+  } else {
+    const auto c = conv_of(input, weight, *stride, *padding, *dilation, arg(9).toInt());
+    if (!c) return false;
+    grads = backward(grad_output, input, weight, *c, mask);
+  }
   if (!grads) return false;
   torch::jit::drop(*stack, n);
   torch::jit::push(*stack, std::get<0>(*grads), std::get<1>(*grads), std::get<2>(*grads));

@@ -13,7 +13,7 @@ namespace kernel_pytorch::native {
 
 // convolution / convolution_backward, boxed: replaces the arguments on the
 // stack by the results and returns true, or returns false having changed
-// nothing (the caller falls back): transposed or 3-d convolutions, a runtime
+// nothing (the caller falls back): 3-d convolutions, a runtime
 // without gemm or im2col, an entry answering NOT_SUPPORTED, bad arguments
 // (the fallback raises ATen's errors for them).
 bool runtime_convolution(const c10::OperatorHandle& op, torch::jit::Stack* stack);

@@ -3,8 +3,9 @@
 // is not host addressable.
 //
 // index_select, embedding (through index_select), index.Tensor and gather
-// are gather calls; embedding_dense_backward and index_put_ (so index.Tensor's
-// backward) scatter calls; masked_fill_ is pointwise `where`; cat is one
+// are gather calls; embedding_dense_backward, index_put_ (so index.Tensor's
+// backward), scatter, scatter_add (gather's backward) and index_add
+// (index_select's backward) scatter calls; masked_fill_ is pointwise `where`; cat is one
 // pointwise copy per input into its slice of a result whose shape, dtype and
 // layout ATen's own meta function computes. Index tensors are checked on the
 // device: the entry records an out-of-range index in a small int64 buffer
@@ -20,6 +21,7 @@
 #include <ATen/native/IndexingUtils.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -297,6 +299,177 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
       key(&index_put_impl), self, indices, values, accumulate, unsafe);
 }
 
+// ---- gather, scatter, scatter_add, index_add ----------------------------------
+
+// ATen's shape rules for gather/scatter (ScatterGatherChecks.h): same number
+// of dimensions, index no larger than `other` anywhere and than self outside
+// `dim`. Calls outside them go to the fallback, which raises ATen's error.
+bool scatter_gather_shapes(T self, int64_t dim, T index, const at::Tensor* other) {
+  if (self.dim() == 0 || index.dim() != self.dim() || (other != nullptr && other->dim() != self.dim()) ||
+      !IndexCall::fits(index.sizes())) {
+    return false;
+  }
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (d != dim && index.size(d) > self.size(d)) return false;
+    if (other != nullptr && index.size(d) > other->size(d)) return false;
+  }
+  return true;
+}
+
+at::Tensor gather(T self, int64_t dim, T index, bool sparse_grad) {
+  const c10::Device device = self.device();
+  if (self.defined() && device.type() == c10::DeviceType::PrivateUse1 && on_device(self, device) &&
+      on_device(index, device) && index.scalar_type() == at::kLong && entry_dtype(self.scalar_type())) {
+    const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    if (scatter_gather_shapes(self, d, index, nullptr)) {
+      at::Tensor out = at::empty(index.sizes(), self.options());
+      IndexCall call(out.sizes());
+      call.args.dtype = *entry_dtype(self.scalar_type());
+      call.args.dense = out.mutable_data_ptr();
+      call.args.indexed = const_cast<void*>(self.const_data_ptr());
+      for (int64_t j = 0; j < self.dim(); ++j) {
+        call.args.dense_strides[j] = out.stride(j);
+        call.args.indexed_strides[j] = j == d ? 0 : self.stride(j);
+      }
+      call.index(index, index.strides(), self.size(d), self.stride(d));
+      if (call.run(false, device, "gather()", {d})) return out;
+    }
+  }
+  return run_on_fallback<at::Tensor, T, int64_t, T, bool>(key(&gather), self, dim, index, sparse_grad);
+}
+
+// self[... index[i] ... along dim] (+)= alpha * src[i] for every index i of
+// `sizes` (gather's layout read in reverse); false when the entry can't take it.
+bool scatter_into(at::Tensor& self, int64_t d, T index, at::IntArrayRef index_strides, T src,
+                  at::IntArrayRef sizes, bool accumulate, double alpha, const char* op_name) {
+  const c10::Device device = self.device();
+  if (!on_device(src, device) || src.scalar_type() != self.scalar_type() || !entry_dtype(self.scalar_type()) ||
+      (accumulate && !entry_float(self.scalar_type())) || src.is_alias_of(self) || index.is_alias_of(self) ||
+      at::has_internal_overlap(self) != at::MemOverlap::No) {
+    return false;
+  }
+  IndexCall call(sizes);
+  call.args.dtype = *entry_dtype(self.scalar_type());
+  call.args.accumulate = accumulate ? 1 : 0;
+  call.args.alpha = alpha;
+  call.args.dense = const_cast<void*>(src.const_data_ptr());
+  call.args.indexed = self.mutable_data_ptr();
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    call.args.dense_strides[j] = src.stride(j);
+    call.args.indexed_strides[j] = static_cast<int64_t>(j) == d ? 0 : self.stride(j);
+  }
+  call.index(index, index_strides, self.size(d), self.stride(d));
+  return call.run(true, device, op_name, {d});
+}
+
+// scatter/scatter_add; `value`: src is a 0-dim tensor broadcast over index
+// (scatter.value).
+bool scatter_native(at::Tensor& self, int64_t dim, T index, T src, bool accumulate, const char* op_name,
+                    bool value = false) {
+  const c10::Device device = self.device();
+  if (!self.defined() || device.type() != c10::DeviceType::PrivateUse1 || !on_device(self, device) ||
+      !on_device(index, device) || index.scalar_type() != at::kLong) {
+    return false;
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (value) {
+    if (!scatter_gather_shapes(self, d, index, nullptr)) return false;
+    const at::Tensor v = src.expand(index.sizes());
+    return scatter_into(self, d, index, index.strides(), v, index.sizes(), accumulate, 1.0, op_name);
+  }
+  if (!scatter_gather_shapes(self, d, index, &src)) return false;
+  return scatter_into(self, d, index, index.strides(), src, index.sizes(), accumulate, 1.0, op_name);
+}
+
+at::Tensor& scatter_src_(at::Tensor& self, int64_t dim, T index, T src) {
+  if (scatter_native(self, dim, index, src, false, "scatter_()")) return self;
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T>(key(&scatter_src_), self, dim, index, src);
+}
+
+at::Tensor scatter_src(T self, int64_t dim, T index, T src) {
+  if (on_device(self, self.device()) && self.device().type() == c10::DeviceType::PrivateUse1) {
+    at::Tensor result = self.clone(at::MemoryFormat::Preserve);
+    if (scatter_native(result, dim, index, src, false, "scatter()")) return result;
+  }
+  return run_on_fallback<at::Tensor, T, int64_t, T, T>(key(&scatter_src), self, dim, index, src);
+}
+
+// The fill value as a 0-dim device tensor of self's dtype (the entry reads
+// dense through zero strides).
+std::optional<at::Tensor> device_value(T self, const at::Scalar& value) {
+  if (value.isComplex() || !entry_dtype(self.scalar_type())) return std::nullopt;
+  return at::full({}, value, self.options());
+}
+
+at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, T index, const at::Scalar& value) {
+  if (self.defined() && self.device().type() == c10::DeviceType::PrivateUse1) {
+    if (auto v = device_value(self, value)) {
+      if (scatter_native(self, dim, index, *v, false, "scatter_()", true)) return self;
+    }
+  }
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, const at::Scalar&>(key(&scatter_value_), self, dim,
+                                                                                   index, value);
+}
+
+at::Tensor scatter_value(T self, int64_t dim, T index, const at::Scalar& value) {
+  if (on_device(self, self.device()) && self.device().type() == c10::DeviceType::PrivateUse1) {
+    if (auto v = device_value(self, value)) {
+      at::Tensor result = self.clone(at::MemoryFormat::Preserve);
+      if (scatter_native(result, dim, index, *v, false, "scatter()", true)) return result;
+    }
+  }
+  return run_on_fallback<at::Tensor, T, int64_t, T, const at::Scalar&>(key(&scatter_value), self, dim, index,
+                                                                       value);
+}
+
+at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, T index, T src) {
+  if (scatter_native(self, dim, index, src, true, "scatter_add_()")) return self;
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T>(key(&scatter_add_), self, dim, index, src);
+}
+
+at::Tensor scatter_add(T self, int64_t dim, T index, T src) {
+  if (on_device(self, self.device()) && self.device().type() == c10::DeviceType::PrivateUse1) {
+    at::Tensor result = self.clone(at::MemoryFormat::Preserve);
+    if (scatter_native(result, dim, index, src, true, "scatter_add()")) return result;
+  }
+  return run_on_fallback<at::Tensor, T, int64_t, T, T>(key(&scatter_add), self, dim, index, src);
+}
+
+// self.index_add_(dim, index, source, alpha): source's slice i along dim is
+// added to self's slice index[i] (index_select's backward).
+bool index_add_native(at::Tensor& self, int64_t dim, T index, T source, const at::Scalar& alpha) {
+  const c10::Device device = self.device();
+  if (!self.defined() || device.type() != c10::DeviceType::PrivateUse1 || !on_device(self, device) ||
+      !on_device(index, device) || !index_dtype(index) || index.dim() > 1 || self.dim() == 0 ||
+      source.dim() != self.dim() || alpha.isComplex() || !IndexCall::fits(source.sizes())) {
+    return false;
+  }
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (source.size(d) != index.numel()) return false;
+  for (int64_t j = 0; j < self.dim(); ++j) {
+    if (j != d && source.size(j) != self.size(j)) return false;
+  }
+  std::vector<int64_t> idx_strides(self.dim(), 0);
+  idx_strides[d] = index.dim() == 1 ? index.stride(0) : 0;
+  return scatter_into(self, d, index, idx_strides, source, source.sizes(), true, alpha.to<double>(),
+                      "index_add_()");
+}
+
+at::Tensor& index_add_(at::Tensor& self, int64_t dim, T index, T source, const at::Scalar& alpha) {
+  if (index_add_native(self, dim, index, source, alpha)) return self;
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T, const at::Scalar&>(key(&index_add_), self, dim,
+                                                                                      index, source, alpha);
+}
+
+at::Tensor index_add(T self, int64_t dim, T index, T source, const at::Scalar& alpha) {
+  if (on_device(self, self.device()) && self.device().type() == c10::DeviceType::PrivateUse1) {
+    at::Tensor result = self.clone(at::MemoryFormat::Preserve);
+    if (index_add_native(result, dim, index, source, alpha)) return result;
+  }
+  return run_on_fallback<at::Tensor, T, int64_t, T, T, const at::Scalar&>(key(&index_add), self, dim, index,
+                                                                          source, alpha);
+}
+
 // ---- masked_fill_ -----------------------------------------------------------
 
 // self = where(mask, value, self) in place; `value` a 0-dim tensor (a CPU
@@ -399,6 +572,17 @@ void register_runtime_indexing(Registrar& r) {
   if (kernels.gather != nullptr) {
     r.impl("index_select", TORCH_FN(index_select));
     r.impl("index.Tensor", TORCH_FN(index));
+    r.impl("gather", TORCH_FN(gather));
+  }
+  if (kernels.scatter != nullptr) {
+    r.impl("scatter.src", TORCH_FN(scatter_src));
+    r.impl("scatter_.src", TORCH_FN(scatter_src_));
+    r.impl("scatter.value", TORCH_FN(scatter_value));
+    r.impl("scatter_.value", TORCH_FN(scatter_value_));
+    r.impl("scatter_add", TORCH_FN(scatter_add));
+    r.impl("scatter_add_", TORCH_FN(scatter_add_));
+    r.impl("index_add", TORCH_FN(index_add));
+    r.impl("index_add_", TORCH_FN(index_add_));
   }
   if (kernels.scatter != nullptr && kernels.pointwise != nullptr) {
     r.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));

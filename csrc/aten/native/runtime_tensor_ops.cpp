@@ -1,6 +1,6 @@
-// logical_not, bitwise_not, nan_to_num, tril/triu and arange through the
-// runtime's pointwise entry (kpdr.h: LOGICAL_NOT, BITWISE_NOT, NAN_TO_NUM and
-// the index-dependent TRIL, TRIU, ARANGE codes) when device memory is not host
+// logical_not, bitwise_not, nan_to_num, tril/triu, arange and linspace through
+// the runtime's pointwise entry (kpdr.h: LOGICAL_NOT, BITWISE_NOT, NAN_TO_NUM
+// and the index-dependent TRIL, TRIU, ARANGE, LINSPACE codes) when device memory is not host
 // addressable. Integer and bool tensors compute in the entry's integer
 // arithmetic. What the entry cannot take falls back to the CPU (counted),
 // which also raises ATen's errors.
@@ -183,6 +183,40 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
       key(&arange_out), start, end, step, out);
 }
 
+// ---- linspace -----------------------------------------------------------------
+
+// Floating dtypes only: ATen's CPU kernel computes integer linspace through
+// its own rounding, which the LINSPACE code (kpdr.h) does not promise.
+at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t steps, at::Tensor& out) {
+  if (device_tensor(out) && at::isFloatingType(out.scalar_type()) && !start.isComplex() && !end.isComplex()) {
+    // ATen's own checks (steps >= 0) and length, on a meta tensor.
+    at::Tensor meta = at::empty({0}, out.options().device(at::kMeta));
+    at::linspace_out(meta, start, end, steps);
+    at::native::resize_output(out, meta.sizes());
+    if (steps == 0) return out;
+    if (steps == 1) {
+      out.fill_(start);
+      return out;
+    }
+    const double first = start.to<double>(), last = end.to<double>();
+    // TensorIterator takes one CPU scalar: end travels as a device 0-dim
+    // tensor of out's dtype (ATen's kernel also reads it as that dtype).
+    const at::Tensor x0 = number(start, at::kDouble), x1 = at::full({}, end, out.options());
+    at::TensorIterator iter = at::TensorIteratorConfig()
+                                  .check_all_same_dtype(false)
+                                  .allow_cpu_scalars(true)
+                                  .resize_outputs(false)
+                                  .add_output(out)
+                                  .add_const_input(x0)
+                                  .add_const_input(x1)
+                                  .build();
+    const double step = (last - first) / static_cast<double>(steps - 1);
+    if (out.dim() == 1 && runtime_pointwise(iter, KPDR_POINTWISE_LINSPACE, step)) return out;
+  }
+  return run_on_fallback<at::Tensor&, const at::Scalar&, const at::Scalar&, int64_t, at::Tensor&>(
+      key(&linspace_out), start, end, steps, out);
+}
+
 }  // namespace
 
 void register_runtime_tensor_ops(Registrar& r) {
@@ -199,6 +233,7 @@ void register_runtime_tensor_ops(Registrar& r) {
   r.impl("triu_", TORCH_FN(Triangle<KPDR_POINTWISE_TRIU>::inplace));
   r.impl("triu.out", TORCH_FN(Triangle<KPDR_POINTWISE_TRIU>::out));
   r.impl("arange.start_out", TORCH_FN(arange_out));
+  r.impl("linspace.out", TORCH_FN(linspace_out));
 }
 
 }  // namespace kernel_pytorch::native

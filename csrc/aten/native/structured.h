@@ -362,6 +362,18 @@ struct InplaceOp {
   }
 };
 
+// Registers name, name.out and (unless nullptr) name_ for a structured op
+// whose meta takes (self, Rest...).
+template <class Impl, class... Rest>
+void all_forms(Registrar& r, const char* name, const char* out, const char* inplace) {
+  using T = const at::Tensor&;
+  r.impl(name, TORCH_FN((Op<Impl, T, Rest...>::functional)));
+  r.impl(out, TORCH_FN((Op<Impl, T, Rest...>::out)));
+  if (inplace != nullptr) {
+    r.impl(inplace, TORCH_FN((InplaceOp<Impl, Rest...>::inplace)));
+  }
+}
+
 // Two outputs (max_pool2d_with_indices, nll_loss_forward).
 template <class Impl, class... Args>
 struct Op2 {
