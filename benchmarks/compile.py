@@ -6,7 +6,9 @@ Three variants of the same model (random weights, float32, same threads:
 * ``compiled_my_asic`` -- ``torch.compile(model)`` on my_asic (Inductor's C++
   kernels on host-addressable memory; the ``"my_asic"`` backend otherwise);
 * ``compiled_cpu``     -- ``torch.compile(model)`` on the CPU;
-* ``eager_my_asic``    -- the model on my_asic, not compiled.
+* ``eager_my_asic``    -- the model on my_asic, not compiled;
+* ``eager_cpu``        -- the model on the CPU, not compiled: a reference only,
+  for how much Inductor gains on this machine (``compiled_vs_eager_cpu``).
 
 Two workloads: ``forward`` (a no-grad forward of one batch, as a prefill or a
 decode step without cache) and ``train_step`` (forward, loss, backward, SGD
@@ -143,7 +145,7 @@ def main(argv=None):
     ids = torch.randint(0, 256, (2, 32 if args.quick else 128), generator=torch.Generator().manual_seed(1))
     model_fn = lambda: build_model(args.quick)  # noqa: E731
     variants = {"compiled_my_asic": ("my_asic", True), "compiled_cpu": ("cpu", True),
-                "eager_my_asic": ("my_asic", False)}
+                "eager_my_asic": ("my_asic", False), "eager_cpu": ("cpu", False)}
     compiled = [name for name, (_, c) in variants.items() if c]
     results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "threads": threads,
                "KP_NUM_THREADS": os.environ["KP_NUM_THREADS"], "torch": torch.__version__,
@@ -209,6 +211,7 @@ def main(argv=None):
             "first_compile_s": {name: round(t, 2) for name, t in first_s.items()},
             "compiled_my_asic_vs_compiled_cpu": round(median["compiled_cpu"] / median["compiled_my_asic"], 3),
             "compiled_vs_eager_my_asic": round(median["eager_my_asic"] / median["compiled_my_asic"], 3),
+            "compiled_vs_eager_cpu": round(median["eager_cpu"] / median["compiled_cpu"], 3),
             "compile_time_my_asic_vs_cpu": round(compile_s["compiled_my_asic"] / compile_s["compiled_cpu"], 3),
             "compile_time_ratio_rounds": [round(x, 3) for x in round_ratios],
             "compile_time_ratio_median": round(statistics.median(round_ratios), 3),
