@@ -22,6 +22,10 @@ Three parts, each measured side by side in one run (issue 18's targets):
 
     python benchmarks/opencl_core.py [--parts gemm,bandwidth,train] [--options "platform=NVIDIA"]
                                      [--quick] [--json out.json]
+                                     [--mma-variant "NAME=-DKP_MMA_BK=32 -DKP_MMA_STAGES=3" ...]
+
+``--mma-variant`` adds 16-bit rows of the tensor-core kernel built with other shape macros
+(gemm_source.cpp), each in its own copy of the library, timed on A·B beside the default.
 
 TFLOPS are 10^12 floating-point operations (2 m n k per GEMM) per second; GB/s are 10^9 bytes
 per second; 64 MiB is 2^26 bytes per operand.
@@ -183,9 +187,14 @@ def transposition_errors(rt, code, m=300, n=200, k=100, pad=3):
     return errors
 
 
-def bench_gemm(library, options, size, iterations, tick, dtypes=(F32, BF16, F16)):
+def bench_gemm(library, options, size, iterations, tick, dtypes=(F32, BF16, F16), variants=None):
+    """Rows of GEMM timings; ``variants`` ({name: build options}) adds tensor-core rows built
+    with other shapes (``-DKP_MMA_BK=16 ...``, see gemm_source.cpp), timed on A·B only."""
     torch.manual_seed(0)
+    variants = variants or {}
     runtimes = {mode: load_runtime(library, f"{options};gemm={mode}", mode) for mode in ("portable", "mma")}
+    for name, build in variants.items():
+        runtimes[f"mma:{name}"] = load_runtime(library, f"{options};gemm=mma;build_options={build}", f"v{len(runtimes)}")
     rows = []
     for code in dtypes:
         dtype = TORCH[code]
@@ -200,7 +209,7 @@ def bench_gemm(library, options, size, iterations, tick, dtypes=(F32, BF16, F16)
             del ga, gb
         else:
             cublas_ms, expected = None, a.float() @ b.float()
-        modes = ("portable",) if code == F32 else ("portable", "mma")
+        modes = ("portable",) if code == F32 else ("portable", "mma", *[f"mma:{name}" for name in variants])
         for mode in modes:
             tick(f"gemm {NAMES[code]} {mode}")
             flops = 2.0 * size ** 3
@@ -211,8 +220,10 @@ def bench_gemm(library, options, size, iterations, tick, dtypes=(F32, BF16, F16)
                 row.update(error=str(failure)[:4000], goal_met=False)
                 rows.append(row)
                 continue
-            sweep = transposition_errors(runtimes[mode], code)
+            sweep = transposition_errors(runtimes[mode], code) if ":" not in mode else {}
             limit = 1e-4 if code == F32 else 2e-2
+            if ":" in mode:
+                row["build_options"] = variants[mode.split(":", 1)[1]]
             row.update(ms=round(ms, 3), tflops=round(flops / ms / 1e9, 2), max_rel_error=float(f"{error:.2e}"),
                        transposition_errors=sweep, correct=max([error, *sweep.values()]) <= limit)
             if cublas_ms is not None:
@@ -376,6 +387,9 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer iterations (smoke runs, PoCL)")
     parser.add_argument("--size", type=int, help="GEMM edge (default 4096; 256 with --quick)")
     parser.add_argument("--gemm-dtypes", default="fp32,bf16,fp16", help="comma list of fp32,bf16,fp16")
+    parser.add_argument("--mma-variant", action="append", default=[], metavar="NAME=BUILD_OPTIONS",
+                        help="also time the tensor-core kernel built with these options (16-bit rows, A·B only), "
+                             "e.g. 'bk16=-DKP_MMA_BK=16 -DKP_MMA_STAGES=4'; repeatable")
     parser.add_argument("--train-devices", default=None,
                         help="comma list of my_asic,cuda,cpu (default: those present)")
     parser.add_argument("--steps", type=int, default=None, help="timed training steps (default 6; 1 with --quick)")
@@ -396,7 +410,9 @@ def main(argv=None):
     if "gemm" in parts:
         codes = {name: code for code, name in NAMES.items()}
         dtypes = [codes[d.strip()] for d in args.gemm_dtypes.split(",") if d.strip()]
-        report["gemm"] = bench_gemm(args.library, args.options, size, iterations, tick, dtypes)
+        variants = dict(v.split("=", 1) for v in args.mma_variant)
+        total += len(variants) * sum(code != F32 for code in dtypes)
+        report["gemm"] = bench_gemm(args.library, args.options, size, iterations, tick, dtypes, variants)
     if "bandwidth" in parts:
         rt = load_runtime(args.library, args.options, "bandwidth")
         report["device"] = rt.name()
@@ -415,9 +431,10 @@ def main(argv=None):
             continue
         vs = (f" cuBLAS {row['cublas_tflops']:.1f} TFLOPS ratio {row['ratio']:.2f} (goal {row['goal']})"
               if "ratio" in row else "")
-        worst = max(row["transposition_errors"].values())
+        worst = max(row["transposition_errors"].values(), default=None)
         print(f"gemm {row['dtype']} {row['kernel']:<8} {row['tflops']:8.2f} TFLOPS{vs} err {row['max_rel_error']:.1e} "
-              f"(NN/NT/TN/TT odd sizes {worst:.1e})" + ("" if row["correct"] else " WRONG"))
+              + (f"(NN/NT/TN/TT odd sizes {worst:.1e})" if worst is not None else "(A·B only)")
+              + ("" if row["correct"] else " WRONG"))
     for row in report.get("bandwidth", []):
         print(f"{row['op']:<10}{row['dtype']:<5}{row['gbps']:8.1f} GB/s  copy {row['copy_gbps']:8.1f}  "
               f"ratio {row['ratio']:.2f}  err {row['max_rel_error']:.1e}")

@@ -104,5 +104,8 @@ bool pointwise_supported(const kpdrPointwiseArgs& args);
 // memory. Scatter runs serially, so accumulation is deterministic.
 void gather(const kpdrIndexArgs& args);
 void scatter(const kpdrIndexArgs& args);
+// Random fills (kpdrRandomArgs, random.cpp): Philox4x32-10 per element, in
+// parallel; the distribution and dtype checked by the caller.
+void random_fill(const kpdrRandomArgs& args);
 
 }  // namespace kp

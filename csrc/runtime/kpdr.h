@@ -613,6 +613,43 @@ typedef struct kpdrIndexArgs {
   int64_t* error;                  /* device memory, int64[2], zeroed by the caller */
 } kpdrIndexArgs;
 
+/* Random fills: out[i] for every index i of `sizes` (row-major linear index
+ * i, written through out_strides) from the counter-based generator
+ * Philox4x32-10 (Salmon et al., SC'11; Random123's constants and round
+ * order) with key = seed (k0 its low, k1 its high 32 bits) and counter
+ * (c0, c1, c2, c3) = (low and high 32 bits of i, 0, 0). Of its output words
+ * r0..r3, with u = (r0 >> 8) * 2^-24 in [0, 1):
+ *   UNIFORM      a + (b - a) * u
+ *   NORMAL       a + b * sqrt(-2 ln u1) * cos(2 pi u2),
+ *                u1 = ((r0 >> 8) + 1) * 2^-24 in (0, 1], u2 = (r1 >> 8) * 2^-24
+ *   BERNOULLI    u < a ? 1 : 0
+ *   EXPONENTIAL  -ln(u1) / a                        (u1 as for NORMAL)
+ *   INTEGER      low + (r0 | r1 << 32) mod (high - low), in int64 arithmetic
+ * computed in float32 (INTEGER in int64) and stored as `dtype` (16-bit types
+ * rounded to nearest even; INTEGER into float types converted). The same
+ * (seed, i) gives the same value on every runtime up to float rounding of
+ * the math functions, so a sequence is reproducible across runtimes; the
+ * caller draws a fresh seed per call from its generator. UNIFORM, NORMAL
+ * and EXPONENTIAL take float dtypes; BERNOULLI and INTEGER any. */
+typedef enum kpdrRandomDistribution {
+  KPDR_RANDOM_UNIFORM = 0,
+  KPDR_RANDOM_NORMAL = 1,
+  KPDR_RANDOM_BERNOULLI = 2,
+  KPDR_RANDOM_EXPONENTIAL = 3,
+  KPDR_RANDOM_INTEGER = 4
+} kpdrRandomDistribution;
+
+typedef struct kpdrRandomArgs {
+  int32_t ndim;
+  int64_t sizes[KPDR_MAX_DIMS];
+  kpdrDtype dtype;
+  void* out;  int64_t out_strides[KPDR_MAX_DIMS];
+  int32_t distribution;            /* kpdrRandomDistribution */
+  double a, b;                     /* the distribution's parameters (above) */
+  int64_t low, high;               /* INTEGER: [low, high), high > low */
+  uint64_t seed;
+} kpdrRandomArgs;
+
 /* The runtime's kernels. kernel_pytorch zero-fills the table and sets
  * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
  * runtime fills the entries it implements (leaving the others NULL) and only
@@ -641,6 +678,8 @@ typedef struct kpdrKernelTable {
   /* Indexing (appended likewise). kpdrIndexArgs: gather reads `indexed` into `dense`, scatter the reverse. */
   kpdrError_t (*gather)(const kpdrIndexArgs* args, kpdrStream_t stream);
   kpdrError_t (*scatter)(const kpdrIndexArgs* args, kpdrStream_t stream);
+  /* Random fills (appended likewise): the device generator's draws. */
+  kpdrError_t (*random)(const kpdrRandomArgs* args, kpdrStream_t stream);
 } kpdrKernelTable;
 
 /* Optional. Fills `table` (see kpdrKernelTable); may be called before

@@ -12,7 +12,7 @@ ROUTED_OPS = (
     "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
     "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward",
     "native_layer_norm", "native_layer_norm_backward", "argmax", "argmin", "var", "std",
-    "var_mean", "std_mean", "sum", "mean", "amax", "amin",
+    "var_mean", "std_mean", "sum", "mean", "amax", "amin", "max", "min", "any", "all", "linalg_vector_norm",
 )
 
 SCRIPT = r'''
@@ -112,6 +112,22 @@ for dt in DTYPES:
         check(lambda v, f=fn: f(v, 1), torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 2.0, 1.0, 1.0]]).to(dt),
               name=f"{name} NaN and ties: first index")
         check(lambda v, f=fn: f(v, 1), r(0, 3), name=f"{name} empty kept dim")
+    # max.dim / min.dim (values and first index), any / all, vector norms
+    for name, fn in [("max", torch.max), ("min", torch.min)]:
+        check(lambda v, f=fn: f(v, 1), x, name=f"{name}.dim")
+        check(lambda v, f=fn: f(v, -1, keepdim=True), x.transpose(0, 2), name=f"{name}.dim transposed keepdim")
+        check(lambda v, f=fn: f(v, 1), torch.tensor([[1.0, float("nan"), 3.0], [2.0, 2.0, 1.0]]).to(dt),
+              name=f"{name}.dim NaN and ties")
+    for name, fn in [("any", torch.any), ("all", torch.all)]:
+        check(lambda v, f=fn: f(v > 0), x, name=f"{name} of a mask", tol=TOL[torch.int64])
+        check(lambda v, f=fn: f(v > -5, 1), x, name=f"{name}.dim of a mask", tol=TOL[torch.int64])
+        check(lambda v, f=fn: f(v.round(), -1, keepdim=True), x, name=f"{name}.dim of floats keepdim", tol=TOL[torch.int64])
+        check(lambda v, f=fn: f(v), torch.tensor([0, 3, 0]), name=f"{name} of int64", tol=TOL[torch.int64])
+    for ord in (2, 1, float("inf"), -float("inf")):
+        check(lambda v, o=ord: torch.linalg.vector_norm(v, o), x, name=f"vector_norm ord {ord}")
+        check(lambda v, o=ord: torch.linalg.vector_norm(v, o, dim=(0, 2), keepdim=True), x, name=f"vector_norm ord {ord} dims")
+    check(lambda v: grads(lambda a: torch.linalg.vector_norm(a), v), x, name="vector_norm backward")
+    check(lambda v: grads(lambda a: a.max(1).values, v), x, name="max.dim backward")
     # var / std / var_mean / std_mean with corrections
     x = r(6, 8, 5)
     for name, fn in [("var", torch.var), ("std", torch.std), ("var_mean", torch.var_mean), ("std_mean", torch.std_mean)]:

@@ -5,7 +5,11 @@ from a fixed seed, moves them to ``device``, runs the op there and returns the
 result. Running a case on "cpu" and on "my_asic" and comparing the results
 checks the my_asic path (native kernels, CPU fallback, copies) against
 PyTorch's CPU kernels. Random ops reseed first, so with the same seed the
-device draws the same numbers as the CPU.
+device draws the same numbers as the CPU where it draws with the CPU's
+kernels (host-addressable memory, or an op the runtime does not bring); a
+runtime's own random entry (kpdr.h) draws its own sequence, as CUDA does,
+and DEVICE_GENERATOR_CASES are then checked for their support and their
+reproducibility instead (same_draws).
 
 Shared by test_ops_vs_cpu.py (in process) and test_fallback.py (in a
 subprocess with MY_ASIC_HOST_ADDRESSABLE=0), which imports this module by path.
@@ -111,7 +115,7 @@ CASES = {
     "arange": lambda d: torch.arange(2, 11, 3, device=d),
     "linspace": lambda d: torch.linspace(0, 1, 5, device=d),
     "eye": lambda d: torch.eye(3, device=d),
-    # random (reseeded: the device generator draws what the CPU one draws)
+    # random (reseeded: see the module docstring)
     "dropout": _seeded(lambda d: F.dropout(_inputs(d)["a"], 0.5, training=True)),
     "rand": _seeded(lambda d: torch.rand(6, device=d)),
     "randn": _seeded(lambda d: torch.randn(6, device=d)),
@@ -120,6 +124,31 @@ CASES = {
     "multinomial": _seeded(lambda d: torch.multinomial(_inputs(d)["a"].abs(), 2)),
     "normal_": _seeded(lambda d: torch.empty(6, device=d).normal_(2.0, 0.5)),
 }
+
+
+# Random cases a runtime's random entry serves when memory is not host addressable.
+DEVICE_GENERATOR_CASES = ("dropout", "rand", "randn", "randint", "normal_")
+
+
+def same_draws(name, device):
+    """For a case drawn by the device's own generator: why its result is not of the CPU's
+    dtype and shape, outside the distribution's support, or not reproduced by the same
+    seed; None if it is all three."""
+    expected, actual = CASES[name]("cpu"), CASES[name](device).cpu()
+    if actual.dtype != expected.dtype or actual.shape != expected.shape:
+        return f"got {actual.dtype}{list(actual.shape)}, expected {expected.dtype}{list(expected.shape)}"
+    if not torch.equal(actual, CASES[name](device).cpu()):
+        return "the same seed drew different values"
+    a = _inputs("cpu")["a"]
+    distinct = lambda: bool(torch.isfinite(actual).all()) and actual.unique().numel() == actual.numel()
+    support = {
+        "dropout": lambda: bool(((actual == 0) | torch.isclose(actual, 2 * a)).all()),
+        "rand": lambda: bool(((actual >= 0) & (actual < 1)).all()),
+        "randint": lambda: bool(((actual >= 0) & (actual < 10)).all()),
+        "randn": distinct,
+        "normal_": distinct,
+    }[name]()
+    return None if support else f"values outside the distribution: {actual.flatten()[:8].tolist()}"
 
 
 def mismatch(expected, actual):
@@ -152,13 +181,17 @@ def run_case_on(name, device, cases=None, compare=None):
     return actual, compare(expected, actual)
 
 
-def report_all_cases(device, cases=None, compare=None):
-    """Runs every case on ``device`` and prints {name: problem or None} as JSON (subprocess use)."""
+def report_all_cases(device, cases=None, compare=None, device_generator=False):
+    """Runs every case on ``device`` and prints {name: problem or None} as JSON (subprocess use);
+    ``device_generator``: DEVICE_GENERATOR_CASES are checked with same_draws."""
     cases = cases or CASES
     report = {}
     for name in cases:
         try:
-            actual, problem = run_case_on(name, device, cases, compare)
+            if device_generator and name in DEVICE_GENERATOR_CASES:
+                actual, problem = CASES[name](device), same_draws(name, device)
+            else:
+                actual, problem = run_case_on(name, device, cases, compare)
             if problem is None and actual.device.type != torch.device(device).type:
                 problem = f"result is on {actual.device}, expected {device}"
         except Exception as error:  # reported per case, so one failure doesn't hide the rest

@@ -56,7 +56,7 @@ def test_an_mlp_training_step_runs_its_matrix_products_without_falling_back():
 # Every transposition, sizes that leave partial tiles (128 x 128 and 32 x 32 tiles, 16- and
 # 32-deep slices), batches with strides, a broadcast B, unaligned views (rows and buffer
 # starts off the 16-byte grid: the tensor-core path's scalar loads) and aligned ones (its
-# vector loads), alpha/beta, k = 0.
+# cp.async copies), alpha/beta, k = 0.
 ABI_CASES = [
     *[dict(batch=1, m=130, n=129, k=47, trans_a=ta, trans_b=tb) for ta in (0, 1) for tb in (0, 1)],
     dict(batch=3, m=17, n=33, k=65, trans_a=1),
@@ -69,6 +69,12 @@ ABI_CASES = [
     dict(batch=1, m=70, n=70, k=50, pad=3, offset=1),
     dict(batch=1, m=40, n=24, k=48, trans_a=1, offset=3, beta=0.5),
     dict(batch=1, m=6, n=4, k=0, beta=3.0),
+    # 16-byte aligned rows (the tensor-core kernel's cp.async path) ending in partial 8-element
+    # chunks and partial tiles, with more slices than pipeline stages.
+    *[dict(batch=2, m=130, n=130, k=202, pad=6, trans_a=ta, trans_b=tb, beta=0.5) for ta in (0, 1) for tb in (0, 1)],
+    # Whole 128 x 128 tiles with k a multiple of the slice depth (its unchecked copies) beside
+    # a partial row of tiles.
+    *[dict(batch=2, m=136, n=256, k=48, trans_a=ta, trans_b=tb) for ta in (0, 1) for tb in (0, 1)],
 ]
 TOLERANCE = {"float32": dict(rtol=1e-5, atol=1e-4), "float16": dict(rtol=2e-3, atol=2e-2),
              "bfloat16": dict(rtol=1e-2, atol=6e-2)}
@@ -89,11 +95,11 @@ def test_the_gemm_entry_matches_numpy_through_the_abi(load_opencl, dtype):
 
 
 def test_the_tensor_core_kernel_matches_numpy_with_the_mma_instruction_emulated(load_opencl):
-    # kp_gemm_mma's staging and fragment layouts (its default 64-deep slices), with mma.sync
-    # computed in OpenCL C as the PTX ISA defines it; on NVIDIA the same kernel runs the
-    # instruction itself (and reads fragments with ldmatrix, which has no emulation). bfloat16
-    # only: float16 differs in the instruction's type suffix alone, and PoCL needs a minute
-    # per dtype to compile the emulation for the four transpositions.
+    # kp_gemm_mma's pipeline, swizzled staging and fragment layouts (its default shape), with
+    # mma.sync, ldmatrix(.trans) and cp.async computed in OpenCL C as the PTX ISA defines
+    # them; on NVIDIA the same kernel runs the instructions themselves. bfloat16 only:
+    # float16 differs in the instruction's type suffix alone, and PoCL needs a minute per
+    # dtype to compile the emulation for the four transpositions.
     _check_cases(load_opencl("gemm=mma_emulated"), "bfloat16")
 
 

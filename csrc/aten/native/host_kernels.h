@@ -237,6 +237,9 @@ void register_runtime_statistics(Registrar& r);
 // (runtime_tensor_ops.cpp).
 void register_runtime_indexing(Registrar& r);
 void register_runtime_tensor_ops(Registrar& r);
+// normal_, uniform_, bernoulli_, random_, exponential_ and native_dropout
+// through the runtime's random entry (runtime_random.cpp).
+void register_runtime_random(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);

@@ -398,7 +398,7 @@ at::Tensor scatter_src(T self, int64_t dim, T index, T src) {
 // dense through zero strides).
 std::optional<at::Tensor> device_value(T self, const at::Scalar& value) {
   if (value.isComplex() || !entry_dtype(self.scalar_type())) return std::nullopt;
-  return at::full({}, value, self.options());
+  return at::scalar_tensor(value, self.options());
 }
 
 at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, T index, const at::Scalar& value) {

@@ -1,4 +1,5 @@
-// argmax/argmin, var/std (and var_mean/std_mean) with a correction, and the
+// argmax/argmin, max.dim/min.dim, any/all, linalg_vector_norm (ord 1, 2,
+// +-inf), var/std (and var_mean/std_mean) with a correction, and the
 // out= forms of sum/mean/amax/amin through the runtime's reduce entry
 // (kpdr.h: KPDR_REDUCE_ARGMAX .. STD) when device memory is not host
 // addressable. Results are allocated contiguous in their final shape, as
@@ -10,6 +11,7 @@
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <cmath>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -91,8 +93,81 @@ struct Arg {
   }
 };
 
+// max.dim / min.dim: the values (AMAX/AMIN) and the first index of them
+// (ARGMAX/ARGMIN: NaN counts as the extreme, as ATen's).
+template <int32_t value_op, int32_t index_op>
+struct ExtremeWithIndex {
+  static std::tuple<at::Tensor, at::Tensor> functional(T self, int64_t dim, bool keepdim) {
+    if (eligible(self) && self.dim() > 0) {
+      auto mask = reduce_mask(self, {dim});
+      if (mask && self.size(at::maybe_wrap_dim(dim, self.dim())) > 0) {
+        at::Tensor values = reduce(self, *mask, keepdim, self.scalar_type(), value_op);
+        at::Tensor indices = values.defined() ? reduce(self, *mask, keepdim, at::kLong, index_op) : values;
+        if (indices.defined()) return {values, indices};
+      }
+    }
+    return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, int64_t, bool>(
+        reinterpret_cast<const void*>(&functional), self, dim, keepdim);
+  }
+};
+
+// any / all: (self != 0) reduced with AMAX / AMIN into float32, then != 0.
+// Empty reductions (any: false, all: true) have no AMAX identity: fallback.
+template <bool is_any>
+struct AnyAll {
+  static std::optional<at::Tensor> native(T self, at::IntArrayRef dims, bool keepdim) {
+    if (!self.defined() || self.device().type() != c10::DeviceType::PrivateUse1 || self.layout() != at::kStrided ||
+        self.dim() > KPDR_MAX_DIMS || !entry_dtype(self.scalar_type()) || self.numel() == 0) {
+      return std::nullopt;
+    }
+    auto mask = reduce_mask(self, dims);
+    if (!mask) return std::nullopt;
+    const at::Tensor truth = self.scalar_type() == at::kBool ? self : self.ne(0);
+    at::Tensor r = reduce(truth, *mask, keepdim, at::kFloat, is_any ? KPDR_REDUCE_AMAX : KPDR_REDUCE_AMIN);
+    if (!r.defined()) return std::nullopt;
+    return r.ne(0);
+  }
+  static at::Tensor full(T self) {
+    if (auto r = native(self, {}, false)) return *r;
+    return run_on_fallback<at::Tensor, T>(reinterpret_cast<const void*>(&full), self);
+  }
+  static at::Tensor dim(T self, int64_t d, bool keepdim) {
+    if (self.dim() > 0) {
+      if (auto r = native(self, {d}, keepdim)) return *r;
+    }
+    return run_on_fallback<at::Tensor, T, int64_t, bool>(reinterpret_cast<const void*>(&dim), self, d, keepdim);
+  }
+};
+
 using OptDims = at::OptionalIntArrayRef;
 using OptScalar = const std::optional<at::Scalar>&;
+
+// linalg_vector_norm for ord 1, 2, inf, -inf over float inputs, composed from
+// pointwise and reduce calls in float32 (ATen accumulates 16-bit inputs in
+// float32 too), the result cast to the requested dtype.
+at::Tensor vector_norm(T self, const at::Scalar& ord, OptDims dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype) {
+  const at::ScalarType out_type = dtype.value_or(self.scalar_type());
+  if (eligible(self) && entry_float(out_type) && !ord.isComplex() && self.numel() > 0) {
+    const double p = ord.toDouble();
+    const auto dims = dim.value_or(at::IntArrayRef{});
+    const at::Tensor x = self.scalar_type() == at::kFloat ? self : self.to(at::kFloat);
+    if (auto mask = reduce_mask(x, dims)) {
+      at::Tensor r;
+      if (p == 2.0) {
+        r = reduce(x * x, *mask, keepdim, at::kFloat, KPDR_REDUCE_SUM);
+        if (r.defined()) r = r.sqrt();
+      } else if (p == 1.0) {
+        r = reduce(x.abs(), *mask, keepdim, at::kFloat, KPDR_REDUCE_SUM);
+      } else if (std::isinf(p)) {
+        r = reduce(x.abs(), *mask, keepdim, at::kFloat, p > 0 ? KPDR_REDUCE_AMAX : KPDR_REDUCE_AMIN);
+      }
+      if (r.defined()) return out_type == at::kFloat ? r : r.to(out_type);
+    }
+  }
+  return run_on_fallback<at::Tensor, T, const at::Scalar&, OptDims, bool, std::optional<at::ScalarType>>(
+      reinterpret_cast<const void*>(&vector_norm), self, ord, dim, keepdim, dtype);
+}
 
 // The correction as a double, or nullopt (complex or otherwise unusable: fallback).
 std::optional<double> correction_of(OptScalar correction) {
@@ -197,6 +272,15 @@ void register_runtime_statistics(Registrar& r) {
   if (runtime_kernels().reduce == nullptr) return;
   r.impl("argmax", TORCH_FN(Arg<KPDR_REDUCE_ARGMAX>::functional));
   r.impl("argmin", TORCH_FN(Arg<KPDR_REDUCE_ARGMIN>::functional));
+  r.impl("max.dim", TORCH_FN((ExtremeWithIndex<KPDR_REDUCE_AMAX, KPDR_REDUCE_ARGMAX>::functional)));
+  r.impl("min.dim", TORCH_FN((ExtremeWithIndex<KPDR_REDUCE_AMIN, KPDR_REDUCE_ARGMIN>::functional)));
+  r.impl("linalg_vector_norm", TORCH_FN(vector_norm));
+  if (runtime_kernels().pointwise != nullptr) {
+    r.impl("any", TORCH_FN(AnyAll<true>::full));
+    r.impl("any.dim", TORCH_FN(AnyAll<true>::dim));
+    r.impl("all", TORCH_FN(AnyAll<false>::full));
+    r.impl("all.dim", TORCH_FN(AnyAll<false>::dim));
+  }
   r.impl("var.correction", TORCH_FN(Moment<KPDR_REDUCE_VAR>::functional));
   r.impl("std.correction", TORCH_FN(Moment<KPDR_REDUCE_STD>::functional));
   r.impl("var_mean.correction", TORCH_FN(Moment<KPDR_REDUCE_VAR>::with_mean));

@@ -201,7 +201,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
     const double first = start.to<double>(), last = end.to<double>();
     // TensorIterator takes one CPU scalar: end travels as a device 0-dim
     // tensor of out's dtype (ATen's kernel also reads it as that dtype).
-    const at::Tensor x0 = number(start, at::kDouble), x1 = at::full({}, end, out.options());
+    const at::Tensor x0 = number(start, at::kDouble), x1 = at::scalar_tensor(end, out.options());
     at::TensorIterator iter = at::TensorIteratorConfig()
                                   .check_all_same_dtype(false)
                                   .allow_cpu_scalars(true)

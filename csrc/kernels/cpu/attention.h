@@ -1,7 +1,10 @@
 // decode_attention and prefill_attention: the online softmax over blocks of
-// keys, flash-decoding splits for decode, AVX512-BF16 dot products for
-// bfloat16 prefill.
+// keys, flash-decoding splits for decode (merged in the same parallel
+// region), AVX512-BF16 dot products and AMX tiles for bfloat16.
 #pragma once
+
+#include <atomic>
+#include <memory>
 
 #include "kernels/cpu/common.h"
 
@@ -339,9 +342,11 @@ void prefill_tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
 #if defined(KP_VEC_AVX512_BF16)
 // bfloat16 prefill on CPUs with AVX512-BF16: both matrix products use
 // vdpbf16ps (32 bfloat16 products per instruction, float32 sums), twice the
-// rate of float32 FMAs. Keys are packed as bfloat16 pairs along head_dim for
-// q.k, values and probabilities as pairs along the keys for p.v; the online
-// softmax stays in float32. Used when head_dim is a multiple of 32.
+// rate of float32 FMAs (at amx, tile products: prefill_tiles). Keys are packed
+// as bfloat16 pairs along head_dim for q.k, values and probabilities as pairs
+// along the keys for p.v, once per call (pack_all); the online softmax stays
+// in float32 (base 2, rescaling lazily: softmax_rows). Used when head_dim is
+// a multiple of 32.
 namespace bf16dp {
 
 constexpr int64_t kPairs = kKeyBlock / 2;
@@ -371,9 +376,8 @@ inline void pack_v(uint32_t* vp, const BF16* v, int64_t stride, int64_t j0, int6
   }
 }
 
-// s[r][j] = scale * q[r] . k[j] for all kKeyBlock keys (padding keys give 0).
-inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* kt2, int64_t half, float scale) {
-  const __m512 vs = _mm512_set1_ps(scale);
+// s[r][j] = q[r] . k[j] for all kKeyBlock keys (padding keys give 0).
+inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* kt2, int64_t half) {
   for (int64_t j = 0; j < kKeyBlock; j += 32) {
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) {
@@ -392,13 +396,13 @@ inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* k
         a30 = _mm512_dpbf16_ps(a30, qb, k0); a31 = _mm512_dpbf16_ps(a31, qb, k1);
       }
       float* s0 = s + r * kKeyBlock + j;
-      _mm512_storeu_ps(s0, _mm512_mul_ps(a00, vs)); _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(a01, vs));
+      _mm512_storeu_ps(s0, a00); _mm512_storeu_ps(s0 + 16, a01);
       s0 += kKeyBlock;
-      _mm512_storeu_ps(s0, _mm512_mul_ps(a10, vs)); _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(a11, vs));
+      _mm512_storeu_ps(s0, a10); _mm512_storeu_ps(s0 + 16, a11);
       s0 += kKeyBlock;
-      _mm512_storeu_ps(s0, _mm512_mul_ps(a20, vs)); _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(a21, vs));
+      _mm512_storeu_ps(s0, a20); _mm512_storeu_ps(s0 + 16, a21);
       s0 += kKeyBlock;
-      _mm512_storeu_ps(s0, _mm512_mul_ps(a30, vs)); _mm512_storeu_ps(s0 + 16, _mm512_mul_ps(a31, vs));
+      _mm512_storeu_ps(s0, a30); _mm512_storeu_ps(s0 + 16, a31);
     }
     for (; r < rows; ++r) {
       __m512 a0 = _mm512_setzero_ps(), a1 = a0;
@@ -408,21 +412,15 @@ inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* k
         a0 = _mm512_dpbf16_ps(a0, qb, as_bh(_mm512_loadu_si512(kt2 + i * kKeyBlock + j)));
         a1 = _mm512_dpbf16_ps(a1, qb, as_bh(_mm512_loadu_si512(kt2 + i * kKeyBlock + j + 16)));
       }
-      _mm512_storeu_ps(s + r * kKeyBlock + j, _mm512_mul_ps(a0, vs));
-      _mm512_storeu_ps(s + r * kKeyBlock + j + 16, _mm512_mul_ps(a1, vs));
+      _mm512_storeu_ps(s + r * kKeyBlock + j, a0);
+      _mm512_storeu_ps(s + r * kKeyBlock + j + 16, a1);
     }
   }
 }
 
-// o[r] += sum_j p[r][j] v[j] with p rounded to bfloat16 pairs.
-inline void accumulate(float* o, int64_t rows, const float* p, uint32_t* p2, const uint32_t* vp, int64_t d) {
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < kKeyBlock; j += 32) {
-      const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + r * kKeyBlock + j + 16),
-                                                  _mm512_loadu_ps(p + r * kKeyBlock + j));
-      _mm512_storeu_si512(p2 + r * kPairs + j / 2, (__m512i)packed);
-    }
-  }
+// o[r] += sum over key pairs i of p2[r][i] . vp[i] (p2: probabilities as
+// bfloat16 pairs, kPairs per row).
+inline void accumulate(float* o, int64_t rows, const uint32_t* p2, const uint32_t* vp, int64_t d) {
   for (int64_t c = 0; c < d; c += 32) {
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) {
@@ -463,45 +461,89 @@ inline void accumulate(float* o, int64_t rows, const float* p, uint32_t* p2, con
   }
 }
 
-// Packed keys and values of one kv head, packed block by block on first use
-// and kept while consecutive tasks read the same head.
-class PackedHead {
- public:
-  void bind(const BF16* k, int64_t ks, const BF16* v, int64_t vs, int64_t len, int64_t d) {
-    if (k == k_ && v == v_) return;
-    k_ = k; v_ = v; ks_ = ks; vs_ = vs; d_ = d; len_ = len;
-    const int64_t blocks = (len + kKeyBlock - 1) / kKeyBlock;
-    kt2_.resize(blocks * kKeyBlock * d / 2);
-    vp_.resize(blocks * kPairs * d);
-    ready_.assign(blocks, 0);
-  }
-  void block(int64_t j0, const uint32_t** kt2, const uint32_t** vp) {
-    const int64_t b = j0 / kKeyBlock, n = std::min(kKeyBlock, len_ - j0);
-    uint32_t* bk = kt2_.data() + b * kKeyBlock * d_ / 2;
-    uint32_t* bv = vp_.data() + b * kPairs * d_;
-    if (!ready_[b]) {
-      pack_k(bk, k_, ks_, j0, n, d_);
-      pack_v(bv, v_, vs_, j0, n, d_);
-      ready_[b] = 1;
-    }
-    *kt2 = bk;
-    *vp = bv;
-  }
+// How far (in powers of two) a row's scores may rise above the max its
+// probabilities are taken against before o and l are rescaled: probabilities
+// up to 2^8 are exact enough in float32 and bfloat16, and the rescale (a pass
+// over the row of o) then runs only when the max jumps, not on every block.
+constexpr float kLazyRescale = 8.f;
 
- private:
-  const BF16* k_ = nullptr;
-  const BF16* v_ = nullptr;
-  int64_t ks_ = 0, vs_ = 0, d_ = 0, len_ = 0;
-  std::vector<uint32_t> kt2_, vp_;
-  std::vector<char> ready_;
-};
+// 2^x for finite x <= kLazyRescale, to about 2e-7 relative: 2^n * 2^f with n the
+// nearest integer and |f| <= 1/2, 2^f by its degree-6 Taylor polynomial.
+// Half the instructions of vexp; prefill rounds the result to bfloat16.
+inline __m512 exp2_small(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(1.5403530e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504109e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022651e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// The online-softmax step of prefill for one block of kKeyBlock scores per
+// row, a row's 64 scores in four registers: scaled to base 2 (m and l are
+// kept in that base: exp(x) = 2^(x log2 e)), masked (keys j >= visible(r)
+// get no weight), the running max and sum updated, o rescaled when the max
+// rose by more than kLazyRescale, and the probabilities written as bfloat16
+// pairs for p.v (p2).
+template <typename Visible>
+inline void softmax_rows(const float* s, int64_t rows, Visible&& visible, float scale, float* m, float* l, float* o,
+                         int64_t d, uint32_t* p2) {
+  static_assert(kKeyBlock == 64, "four vectors per row");
+  const __m512 vscale = _mm512_set1_ps(scale * 1.44269504088896341f), ninf = _mm512_set1_ps(kNegInf);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t lim = visible(r);
+    uint32_t* pr = p2 + r * kPairs;
+    if (lim <= 0) {  // nothing visible in this block
+      std::memset(pr, 0, kPairs * sizeof(uint32_t));
+      continue;
+    }
+    __m512 x[4];
+    __mmask16 keep[4];
+    __m512 vmax = ninf;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const int64_t left = std::min<int64_t>(16, std::max<int64_t>(0, lim - 16 * i));
+      keep[i] = static_cast<__mmask16>((1u << left) - 1u);
+      x[i] = _mm512_mask_mul_ps(ninf, keep[i], _mm512_loadu_ps(s + r * kKeyBlock + 16 * i), vscale);
+      vmax = _mm512_max_ps(vmax, x[i]);
+    }
+    const float bm = _mm512_reduce_max_ps(vmax);
+    if (!(bm <= m[r] + kLazyRescale)) {  // the first block, or the max rose too far
+      const float m_new = std::max(m[r], bm);
+      if (m[r] != kNegInf) {
+        const float alpha = std::exp2(m[r] - m_new);
+        l[r] *= alpha;
+        const __m512 va = _mm512_set1_ps(alpha);
+        float* orow = o + r * d;
+        for (int64_t c = 0; c < d; c += 16) _mm512_storeu_ps(orow + c, _mm512_mul_ps(_mm512_loadu_ps(orow + c), va));
+      }
+      m[r] = m_new;
+    }
+    const __m512 vm = _mm512_set1_ps(m[r]);
+    __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      x[i] = _mm512_maskz_mov_ps(keep[i], exp2_small(_mm512_min_ps(_mm512_sub_ps(x[i], vm), _mm512_set1_ps(kLazyRescale))));
+      sum = _mm512_add_ps(sum, x[i]);
+    }
+    _mm512_storeu_si512(pr, (__m512i)_mm512_cvtne2ps_pbh(x[1], x[0]));
+    _mm512_storeu_si512(pr + 16, (__m512i)_mm512_cvtne2ps_pbh(x[3], x[2]));
+    l[r] += _mm512_reduce_add_ps(sum);
+  }
+}
 
 #if defined(KP_CPU_AMX)
 // Prefill's two products on AMX tiles (the amx level), from the same packed
 // operands: q2 rows are tile A for q.k and kt2 (pairs of head_dim x keys) is
 // already tile B's VNNI layout; for p.v the probabilities as pairs (p2) are
-// A and vp (pairs of keys x columns) is B. 16 x 16 float C tiles, 16 rows at
-// a time (rows past a short last query block compute unused values).
+// A and vp (pairs of keys x columns) is B. Each step is a 2 x 2 block of
+// 16 x 16 float C tiles (tiles 0-3) from two A tiles (4, 5) and two B tiles
+// (6, 7): four independent products per pair of loads, 32 rows at a time
+// (rows past a short last query block compute unused values).
 // LDTILECFG's 64-byte operand (palette 1: rows and bytes per row of tiles 0-7).
 struct TileConfig {
   uint8_t palette, start_row, reserved[14];
@@ -514,45 +556,51 @@ namespace prefill_tiles {
 inline void configure() {
   TileConfig cfg{};
   cfg.palette = 1;
-  for (int t = 0; t < 3; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
+  for (int t = 0; t < 8; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
   _tile_loadconfig(&cfg);
 }
 
-inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* kt2, int64_t half, float scale) {
-  const int64_t rows16 = (rows + 15) / 16 * 16;
-  for (int64_t r0 = 0; r0 < rows16; r0 += 16) {
-    for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
-      _tile_zero(0);
+inline int64_t padded_rows(int64_t rows) { return (rows + 31) / 32 * 32; }
+
+// s[r][j] = q[r] . k[j], rows padded to 32 (q2 holds that many rows).
+inline void scores(float* s, const uint32_t* q2, int64_t rows, const uint32_t* kt2, int64_t half) {
+  const int64_t qs = half * 4, ks = kKeyBlock * 4, ss = kKeyBlock * 4;
+  for (int64_t r0 = 0; r0 < padded_rows(rows); r0 += 32) {
+    for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 32) {
+      _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
       for (int64_t c = 0; c < half; c += 16) {
-        _tile_loadd(1, q2 + r0 * half + c, half * 4);
-        _tile_loadd(2, kt2 + c * kKeyBlock + j0, kKeyBlock * 4);
-        _tile_dpbf16ps(0, 1, 2);
+        _tile_loadd(4, q2 + r0 * half + c, qs);
+        _tile_loadd(5, q2 + (r0 + 16) * half + c, qs);
+        _tile_loadd(6, kt2 + c * kKeyBlock + j0, ks);
+        _tile_loadd(7, kt2 + c * kKeyBlock + j0 + 16, ks);
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
       }
-      _tile_stored(0, s + r0 * kKeyBlock + j0, kKeyBlock * 4);
+      float* s0 = s + r0 * kKeyBlock + j0;
+      _tile_stored(0, s0, ss); _tile_stored(1, s0 + 16, ss);
+      _tile_stored(2, s0 + 16 * kKeyBlock, ss); _tile_stored(3, s0 + 16 * kKeyBlock + 16, ss);
     }
   }
-  const __m512 vs = _mm512_set1_ps(scale);
-  for (int64_t i = 0; i < rows * kKeyBlock; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), vs));
 }
 
-inline void accumulate(float* o, int64_t rows, const float* p, uint32_t* p2, const uint32_t* vp, int64_t d) {
-  const int64_t rows16 = (rows + 15) / 16 * 16;
-  for (int64_t r = 0; r < rows16; ++r) {
-    for (int64_t j = 0; j < kKeyBlock; j += 32) {
-      const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + r * kKeyBlock + j + 16),
-                                                  _mm512_loadu_ps(p + r * kKeyBlock + j));
-      _mm512_storeu_si512(p2 + r * kPairs + j / 2, (__m512i)packed);
-    }
-  }
-  for (int64_t r0 = 0; r0 < rows16; r0 += 16) {
-    for (int64_t c0 = 0; c0 < d; c0 += 16) {
-      _tile_loadd(0, o + r0 * d + c0, d * int64_t(sizeof(float)));
+// o[r] += p2[r] . vp for rows padded to 32.
+inline void accumulate(float* o, int64_t rows, const uint32_t* p2, const uint32_t* vp, int64_t d) {
+  const int64_t os = d * int64_t(sizeof(float)), ps = kPairs * 4, vs = d * 4;
+  for (int64_t r0 = 0; r0 < padded_rows(rows); r0 += 32) {
+    for (int64_t c0 = 0; c0 < d; c0 += 32) {
+      float* o0 = o + r0 * d + c0;
+      _tile_loadd(0, o0, os); _tile_loadd(1, o0 + 16, os);
+      _tile_loadd(2, o0 + 16 * d, os); _tile_loadd(3, o0 + 16 * d + 16, os);
       for (int64_t p0 = 0; p0 < kPairs; p0 += 16) {
-        _tile_loadd(1, p2 + r0 * kPairs + p0, kPairs * 4);
-        _tile_loadd(2, vp + p0 * d + c0, d * 4);
-        _tile_dpbf16ps(0, 1, 2);
+        _tile_loadd(4, p2 + r0 * kPairs + p0, ps);
+        _tile_loadd(5, p2 + (r0 + 16) * kPairs + p0, ps);
+        _tile_loadd(6, vp + p0 * d + c0, vs);
+        _tile_loadd(7, vp + p0 * d + c0 + 16, vs);
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
       }
-      _tile_stored(0, o + r0 * d + c0, d * int64_t(sizeof(float)));
+      _tile_stored(0, o0, os); _tile_stored(1, o0 + 16, os);
+      _tile_stored(2, o0 + 16 * d, os); _tile_stored(3, o0 + 16 * d + 16, os);
     }
   }
 }
@@ -560,26 +608,57 @@ inline void accumulate(float* o, int64_t rows, const float* p, uint32_t* p2, con
 }  // namespace prefill_tiles
 #endif  // KP_CPU_AMX
 
-inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
+// Every (batch, kv head)'s keys and values packed once, before the query
+// blocks run (a block of 64 keys: kt2 then vp), in parallel over the blocks.
+struct PackedKv {
+  std::vector<uint32_t> data;
+  int64_t blocks = 0, block_size = 0;
+  const uint32_t* kt2(int64_t bk, int64_t blk) const { return data.data() + (bk * blocks + blk) * block_size; }
+  const uint32_t* vp(int64_t bk, int64_t blk, int64_t d) const { return kt2(bk, blk) + kKeyBlock * d / 2; }
+};
+
+inline void pack_all(PackedKv& p, const kpdrPrefillAttentionArgs& a) {
+  const int64_t d = a.head_dim;
+  p.blocks = (a.seq_kv + kKeyBlock - 1) / kKeyBlock;
+  p.block_size = kKeyBlock * d / 2 + kPairs * d;
+  p.data.resize(a.batch * a.kv_heads * p.blocks * p.block_size);
+  kp::parallel_for(0, a.batch * a.kv_heads * p.blocks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t bk = t / p.blocks, blk = t % p.blocks, b = bk / a.kv_heads, kvh = bk % a.kv_heads;
+      const int64_t j0 = blk * kKeyBlock, n = std::min(kKeyBlock, a.seq_kv - j0);
+      uint32_t* out = p.data.data() + t * p.block_size;
+      pack_k(out, at<BF16>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]), a.k_stride[2], j0, n, d);
+      pack_v(out + kKeyBlock * d / 2, at<BF16>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]), a.v_stride[2], j0, n, d);
+    }
+  });
+}
+
+// The query block of task t among `qblocks` of a head: cheap (early, few keys
+// under a causal mask) and expensive (late) blocks alternate, so any run of
+// consecutive tasks (a piece of the parallel range) costs about the same.
+inline int64_t interleaved_block(int64_t t, int64_t qblocks) {
+  return t % 2 == 0 ? t / 2 : qblocks - 1 - t / 2;
+}
+
+inline void tasks(const kpdrPrefillAttentionArgs& a, const PackedKv& kv, int64_t t0, int64_t t1) {
   constexpr int64_t kQueryBlock = 64;
   const int64_t d = a.head_dim, half = d / 2, group = a.heads / a.kv_heads;
   const int64_t qblocks = (a.seq_q + kQueryBlock - 1) / kQueryBlock;
-  AttentionScratch w;
+  thread_local AttentionScratch w;
+  thread_local std::vector<uint32_t> q2, p2;
   w.reserve(kQueryBlock, d);
-  std::vector<uint32_t> q2(kQueryBlock * half), p2(kQueryBlock * kPairs);
-  PackedHead kv;
+  q2.resize(kQueryBlock * half);  // rows past a short block: stale but finite, their results unused
+  p2.resize(kQueryBlock * kPairs);
   const bool causal = a.causal != 0;
 #if defined(KP_CPU_AMX)
   prefill_tiles::configure();
   struct Release { ~Release() { _tile_release(); } } release;
 #endif
   for (int64_t task = t0; task < t1; ++task) {
-    const int64_t qb = task % qblocks, bh = task / qblocks;
-    const int64_t b = bh / a.heads, h = bh % a.heads, kvh = h / group;
+    const int64_t qb = interleaved_block(task % qblocks, qblocks), bh = task / qblocks;
+    const int64_t b = bh / a.heads, h = bh % a.heads, kvh = h / group, bk = b * a.kv_heads + kvh;
     const int64_t i0 = qb * kQueryBlock, rows = std::min(kQueryBlock, a.seq_q - i0);
     const BF16* q = at<BF16>(a.q, b * a.q_stride[0] + h * a.q_stride[1]);
-    kv.bind(at<BF16>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]), a.k_stride[2],
-            at<BF16>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]), a.v_stride[2], a.seq_kv, d);
     for (int64_t r = 0; r < rows; ++r) {
       std::memcpy(q2.data() + r * half, q + (i0 + r) * a.q_stride[2], half * sizeof(uint32_t));
     }
@@ -588,25 +667,21 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
     for (int64_t j0 = 0; j0 < a.seq_kv; j0 += kKeyBlock) {
       const int64_t n = std::min(kKeyBlock, a.seq_kv - j0);
       if (causal && j0 > diag + rows - 1) break;
-      const uint32_t* kt2;
-      const uint32_t* vp;
-      kv.block(j0, &kt2, &vp);
+      const uint32_t* kt2 = kv.kt2(bk, j0 / kKeyBlock);
+      const uint32_t* vp = kv.vp(bk, j0 / kKeyBlock, d);
 #if defined(KP_CPU_AMX)
-      prefill_tiles::scores(w.s.data(), q2.data(), rows, kt2, half, a.scale);
+      prefill_tiles::scores(w.s.data(), q2.data(), rows, kt2, half);
 #else
-      scores(w.s.data(), q2.data(), rows, kt2, half, a.scale);
+      scores(w.s.data(), q2.data(), rows, kt2, half);
 #endif
-      for (int64_t r = 0; r < rows; ++r) {
-        // Padding keys, and keys the causal mask hides, get no weight.
-        int64_t first_masked = n;
-        if (causal) first_masked = std::min(n, std::max<int64_t>(0, r + diag + 1 - j0));
-        for (int64_t j = first_masked; j < kKeyBlock; ++j) w.s[r * kKeyBlock + j] = kNegInf;
-      }
-      online_softmax_block(w.s.data(), kKeyBlock, rows, kKeyBlock, w.m.data(), w.l.data(), w.o.data(), d);
+      // Padding keys, and keys the causal mask hides, get no weight.
+      softmax_rows(w.s.data(), rows, [&](int64_t r) {
+        return causal ? std::min(n, std::max<int64_t>(0, r + diag + 1 - j0)) : n;
+      }, a.scale, w.m.data(), w.l.data(), w.o.data(), d, p2.data());
 #if defined(KP_CPU_AMX)
-      prefill_tiles::accumulate(w.o.data(), rows, w.s.data(), p2.data(), vp, d);
+      prefill_tiles::accumulate(w.o.data(), rows, p2.data(), vp, d);
 #else
-      accumulate(w.o.data(), rows, w.s.data(), p2.data(), vp, d);
+      accumulate(w.o.data(), rows, p2.data(), vp, d);
 #endif
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -618,14 +693,23 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, int64_t t0, int64_t t1) {
 
 // --- decode: one query row per head of a kv group, keys read once ---------
 //
-// q.k: each key's dot product with a row is d / 32 vdpbf16ps into one vector
-// of 16 partial sums; 16 keys' vectors are then summed across lanes together
-// (reduce16: 45 shuffles and adds, where one horizontal sum per key costs
-// about 10), giving the 16 scores as one vector. p.v: two value rows
-// interleaved (vpunpck[lh]wd) are the (key 2i, key 2i + 1) pairs vdpbf16ps
-// takes, so no packing pass; the interleave permutes the columns within each
-// 32, so the accumulator o is kept in that order (see decode_column) and put
-// back in order once per chunk.
+// q.k: at amx, tile products of the cached key rows (tile A, in place) with
+// the group's queries (tile B, kept in tile registers for the whole chunk);
+// otherwise each key's dot product with a row is d / 32 vdpbf16ps into one
+// vector of 16 partial sums, and 16 keys' vectors are summed across lanes
+// together (reduce16: 45 shuffles and adds, where one horizontal sum per key
+// costs about 10), giving the 16 scores as one vector.
+//
+// p.v by float32 FMA: a bfloat16 value row is 32-bit lanes (column 2i in the
+// low half, 2i + 1 in the high half), so a shift and a mask widen 32 columns
+// into two float vectors (the even columns and the odd ones) with no shuffle,
+// and each query row then costs one FMA per 16 columns with the probability
+// broadcast from memory. (On the GPU machine's Xeon, one thread, B=1
+// T=4096, with AMX q.k: 39 ns per key, against 43 with vdpbf16ps on value
+// rows interleaved in registers and 52 for AMX p.v through an interleaving
+// buffer, the previous kernel.) The accumulator
+// row holds each 32 columns as the 16 even then the 16 odd ones
+// (widen_column), put back in order once per chunk.
 
 // Lane i of the result is the sum of the lanes of a[kReduceSource[i]] (the
 // tree below pairs its inputs in this order; it is its own inverse).
@@ -663,35 +747,36 @@ inline void decode_scores16(float* s, const BF16* q, const BF16* const* keys, in
   _mm512_storeu_ps(s, _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale)));
 }
 
-// The column of head_dim held at position i of a decode accumulator row.
-inline int64_t decode_column(int64_t i) {
-  const int64_t base = i & ~int64_t(31), e = i & 15, lane = e >> 2;
-  return base + lane * 8 + ((i & 16) ? 4 : 0) + (e & 3);
+// The column of head_dim held at position i of a widened accumulator row.
+inline int64_t widen_column(int64_t i) {
+  return (i & ~int64_t(31)) + 2 * (i & 15) + ((i & 16) ? 1 : 0);
 }
 
-// o[r] += sum over key pairs i < pairs of p2[r][i] . (va_i, vb_i) for R rows
-// and CG * 32 columns from c (accumulator order, above).
+// o[r] += sum over keys j < n of p[r][j] * v[j] for R rows and CG * 32
+// columns from c (widened order).
 template <int R, int CG>
-inline void decode_pv_tile(float* o, int64_t d, int64_t c, const uint32_t* p2, int64_t p_stride,
-                           const BF16* const* va, const BF16* const* vb, int64_t pairs) {
+inline void pv_widen_tile(float* o, int64_t d, int64_t c, const float* p, int64_t p_stride, const BF16* v,
+                          int64_t v_stride, int64_t n) {
   __m512 acc[R][2 * CG];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int g = 0; g < 2 * CG; ++g) acc[r][g] = _mm512_loadu_ps(o + r * d + c + 16 * g);
-  for (int64_t i = 0; i < pairs; ++i) {
-    __m512bh v[2 * CG];
+  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+  const BF16* vj = v + c;
+  for (int64_t j = 0; j < n; ++j, vj += v_stride) {
+    __m512 x[2 * CG];
 #pragma GCC unroll 16
     for (int g = 0; g < CG; ++g) {
-      const __m512i a = _mm512_loadu_si512(va[i] + c + 32 * g), b = _mm512_loadu_si512(vb[i] + c + 32 * g);
-      v[2 * g] = as_bh(_mm512_unpacklo_epi16(a, b));
-      v[2 * g + 1] = as_bh(_mm512_unpackhi_epi16(a, b));
+      const __m512i raw = _mm512_loadu_si512(vj + 32 * g);
+      x[2 * g] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+      x[2 * g + 1] = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const __m512bh pb = as_bh(_mm512_set1_epi32(int(p2[r * p_stride + i])));
+      const __m512 pr = _mm512_set1_ps(p[r * p_stride + j]);
 #pragma GCC unroll 16
-      for (int g = 0; g < 2 * CG; ++g) acc[r][g] = _mm512_dpbf16_ps(acc[r][g], pb, v[g]);
+      for (int g = 0; g < 2 * CG; ++g) acc[r][g] = _mm512_fmadd_ps(pr, x[g], acc[r][g]);
     }
   }
 #pragma GCC unroll 16
@@ -701,186 +786,171 @@ inline void decode_pv_tile(float* o, int64_t d, int64_t c, const uint32_t* p2, i
 }
 
 template <int R>
-inline void decode_pv_rows(float* o, int64_t d, const uint32_t* p2, int64_t p_stride, const BF16* const* va,
-                           const BF16* const* vb, int64_t pairs) {
+inline void pv_widen_rows(float* o, int64_t d, const float* p, int64_t p_stride, const BF16* v, int64_t v_stride,
+                          int64_t n) {
   int64_t c = 0;
-  for (; c + 64 <= d; c += 64) decode_pv_tile<R, 2>(o, d, c, p2, p_stride, va, vb, pairs);
-  if (c < d) decode_pv_tile<R, 1>(o, d, c, p2, p_stride, va, vb, pairs);
+  for (; c + 64 <= d; c += 64) pv_widen_tile<R, 2>(o, d, c, p, p_stride, v, v_stride, n);
+  if (c < d) pv_widen_tile<R, 1>(o, d, c, p, p_stride, v, v_stride, n);
 }
 
 #if defined(KP_CPU_AMX)
-// q.k on AMX tiles (the amx level): S^T = K Q^T, 16 keys at a time. The key
-// rows are tile A as they lie in the cache (16 rows of 32 bfloat16, the row
-// stride being the cache's), the group's queries are tile B in the VNNI
-// layout TDPBF16PS takes (pairs of head_dim along rows, one column per query
-// head), packed once per chunk; C is 16 keys x group float sums. Replaces
-// d / 32 vdpbf16ps and the lane-sum tree per key and query head.
-namespace amx_tiles {
+// q.k on tiles, 32 keys per step: C tiles 0 and 1 (16 keys x group floats
+// each), A tiles 2 and 3 (the two 16-key halves, 32 bfloat16 of head_dim, in
+// place in the cache), B tiles 4-7 the group's queries for each 32 elements
+// of head_dim (head_dim <= 128), loaded once per chunk.
+namespace amx_decode {
 
-// Tiles for q.k: 0 = C (16 keys x group floats), 1 = A (16 keys x 32
-// bfloat16), 2 = B (16 pairs x group). For p.v: 3 = C (group rows x 16
-// columns of o), 4 = A (group rows x 16 pairs of probabilities), 5 = B (16
-// pairs x 16 columns of values). Loaded on every chunk: cheap beside 256+
-// keys, and a thread may have run other tile code in between.
+inline bool usable(int64_t group, int64_t d) { return group <= 16 && d <= 128; }
+
 inline void configure(int64_t group) {
   TileConfig cfg{};
   cfg.palette = 1;
-  const auto g = static_cast<uint8_t>(group);
   const auto g4 = static_cast<uint16_t>(group * 4);
-  cfg.rows[0] = 16; cfg.colsb[0] = g4;
-  cfg.rows[1] = 16; cfg.colsb[1] = 64;
-  cfg.rows[2] = 16; cfg.colsb[2] = g4;
-  cfg.rows[3] = g; cfg.colsb[3] = 64;
-  cfg.rows[4] = g; cfg.colsb[4] = 64;
-  cfg.rows[5] = 16; cfg.colsb[5] = 64;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = (t == 2 || t == 3) ? 64 : g4;
+  }
   _tile_loadconfig(&cfg);
 }
 
-// o[g] += sum over 16 key pairs i of p2[g][i] . (va_i, vb_i), every column:
-// the values are interleaved as decode_pv_tile does (so o keeps its column
-// order) into vbuf, one 16 x 16 pair tile per 16 columns, then each 16
-// columns of o are a C tile.
-inline void pv16(float* o, int64_t d, int64_t group, const uint32_t* p2, int64_t p_stride,
-                 const BF16* const* va, const BF16* const* vb, uint32_t* vbuf) {
-  for (int64_t i = 0; i < 16; ++i) {
-    for (int64_t c = 0; c < d; c += 32) {
-      const __m512i x = _mm512_loadu_si512(va[i] + c), y = _mm512_loadu_si512(vb[i] + c);
-      _mm512_storeu_si512(vbuf + ((c / 16) * 16 + i) * 16, _mm512_unpacklo_epi16(x, y));
-      _mm512_storeu_si512(vbuf + ((c / 16 + 1) * 16 + i) * 16, _mm512_unpackhi_epi16(x, y));
-    }
-  }
-  _tile_loadd(4, p2, p_stride * 4);
-  for (int64_t t = 0; t < d / 16; ++t) {
-    _tile_loadd(3, o + 16 * t, d * int64_t(sizeof(float)));
-    _tile_loadd(5, vbuf + t * 256, 64);
-    _tile_dpbf16ps(3, 4, 5);
-    _tile_stored(3, o + 16 * t, d * int64_t(sizeof(float)));
-  }
+// qb as amx_tiles::pack_queries lays it out: 16 pairs x group per 32 elements.
+inline void load_queries(const uint32_t* qb, int64_t group, int64_t d) {
+  const int64_t step = 16 * group, stride = group * 4;
+  _tile_loadd(4, qb, stride);
+  if (d > 32) _tile_loadd(5, qb + step, stride);
+  if (d > 64) _tile_loadd(6, qb + 2 * step, stride);
+  if (d > 96) _tile_loadd(7, qb + 3 * step, stride);
 }
 
-// qb[c][i][g] = (q_g[32c + 2i], q_g[32c + 2i + 1]).
-inline void pack_queries(uint32_t* qb, const BF16* const* q, int64_t group, int64_t d) {
-  for (int64_t c = 0; c < d / 32; ++c)
-    for (int64_t i = 0; i < 16; ++i)
-      for (int64_t g = 0; g < group; ++g) std::memcpy(&qb[(c * 16 + i) * group + g], q[g] + 32 * c + 2 * i, 4);
-}
-
-// s[g][j] = scale * q_g . k_j for 16 keys from `keys` (rows `stride` elements
-// apart, all 16 readable); cbuf holds 16 x group floats.
-inline void scores16(float* s, int64_t s_stride, const BF16* keys, int64_t stride, const uint32_t* qb,
-                     int64_t group, int64_t d, float scale, float* cbuf) {
+// c[j][g] = q_g . k_j for the 32 keys from `keys` (rows `stride` elements
+// apart, all 32 readable).
+inline void scores32(float* c, const BF16* keys, int64_t stride, int64_t group, int64_t d) {
+  const int64_t bs = stride * int64_t(sizeof(BF16));
+  const BF16* upper = keys + 16 * stride;
   _tile_zero(0);
-  for (int64_t c = 0; c < d / 32; ++c) {
-    _tile_loadd(1, keys + 32 * c, stride * int64_t(sizeof(BF16)));
-    _tile_loadd(2, qb + c * 16 * group, group * 4);
-    _tile_dpbf16ps(0, 1, 2);
+  _tile_zero(1);
+  _tile_loadd(2, keys, bs); _tile_loadd(3, upper, bs);
+  _tile_dpbf16ps(0, 2, 4); _tile_dpbf16ps(1, 3, 4);
+  if (d > 32) {
+    _tile_loadd(2, keys + 32, bs); _tile_loadd(3, upper + 32, bs);
+    _tile_dpbf16ps(0, 2, 5); _tile_dpbf16ps(1, 3, 5);
   }
-  _tile_stored(0, cbuf, group * 4);
-  for (int64_t g = 0; g < group; ++g)
-    for (int64_t j = 0; j < 16; ++j) s[g * s_stride + j] = cbuf[j * group + g] * scale;
+  if (d > 64) {
+    _tile_loadd(2, keys + 64, bs); _tile_loadd(3, upper + 64, bs);
+    _tile_dpbf16ps(0, 2, 6); _tile_dpbf16ps(1, 3, 6);
+  }
+  if (d > 96) {
+    _tile_loadd(2, keys + 96, bs); _tile_loadd(3, upper + 96, bs);
+    _tile_dpbf16ps(0, 2, 7); _tile_dpbf16ps(1, 3, 7);
+  }
+  _tile_stored(0, c, group * 4);
+  _tile_stored(1, c + 16 * group, group * 4);
 }
 
-}  // namespace amx_tiles
+}  // namespace amx_decode
 #endif  // KP_CPU_AMX
 
+// Work space of one decode task, kept per thread.
+struct DecodeScratch {
+  std::vector<float> s, o, c, m, l, tmp;
+  std::vector<uint32_t> qb;
+  std::vector<BF16> zeros, tail;
+  void reserve(int64_t group, int64_t d) {
+    if (static_cast<int64_t>(o.size()) == group * d && static_cast<int64_t>(zeros.size()) == d) return;
+    s.assign(group * kKeyBlock, 0.f);
+    o.resize(group * d);
+    c.assign(kKeyBlock * group, 0.f);
+    m.resize(group);
+    l.resize(group);
+    tmp.resize(d);
+    qb.resize(group * d / 2);
+    zeros.assign(d, BF16{0});
+    tail.assign(32 * d, BF16{0});
+  }
+};
+
 // Attention of the `group` query heads of kv head kvh (batch b) over keys
-// [j0, j1), bfloat16 with head_dim % 32 == 0. Leaves m, l and o (in column
-// order) in w, as the generic decode_chunk does.
+// [j0, j1), bfloat16 with head_dim % 32 == 0: leaves m, l and o (column
+// order) in w. kTiles: q.k on AMX tiles (amx_decode::usable), else vdpbf16ps
+// with the lane-sum tree; kWiden: p.v by widened FMAs, else vdpbf16ps on
+// interleaved value rows.
+template <bool kTiles>
 inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kvh, int64_t j0, int64_t j1,
-                         AttentionScratch& w, std::vector<uint32_t>& p2, std::vector<BF16>& zeros) {
+                          DecodeScratch& w) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads;
-  zeros.assign(d, BF16{0});
-  p2.resize(group * kPairs);
-  reset_state(w, group, d);
+  w.reserve(group, d);
+  std::fill(w.o.begin(), w.o.end(), 0.f);
+  std::fill(w.m.begin(), w.m.end(), kNegInf);
+  std::fill(w.l.begin(), w.l.end(), 0.f);
   const BF16* k = at<BF16>(a.k, b * a.k_stride[0] + kvh * a.k_stride[1]);
   const BF16* v = at<BF16>(a.v, b * a.v_stride[0] + kvh * a.v_stride[1]);
-  const BF16* keys[kKeyBlock];
-  const BF16* va[kPairs];
-  const BF16* vb[kPairs];
+  const int64_t ks = a.k_stride[2], vs = a.v_stride[2];
+  const BF16* q0 = at<BF16>(a.q, b * a.q_stride[0] + kvh * group * a.q_stride[1]);
+  float* s = w.s.data();
 #if defined(KP_CPU_AMX)
-  // A tile's row is 64 bytes and C holds at most 16 query heads.
-  const bool use_tiles = group <= 16;
-  std::vector<uint32_t> qb, vbuf;
-  std::vector<BF16> tail;
-  float cbuf[16 * 16];
-  if (use_tiles) {
-    const BF16* qs[16];
-    for (int64_t g = 0; g < group; ++g) qs[g] = at<BF16>(a.q, b * a.q_stride[0] + (kvh * group + g) * a.q_stride[1]);
-    qb.resize(d / 2 * group);
-    amx_tiles::pack_queries(qb.data(), qs, group, d);
-    tail.assign(16 * d, BF16{0});
-    vbuf.resize(16 * d);
-    amx_tiles::configure(group);
+  if constexpr (kTiles) {
+    for (int64_t c = 0; c < d / 32; ++c)
+      for (int64_t i = 0; i < 16; ++i)
+        for (int64_t g = 0; g < group; ++g)
+          std::memcpy(&w.qb[(c * 16 + i) * group + g], q0 + g * a.q_stride[1] + 32 * c + 2 * i, 4);
+    amx_decode::configure(group);
+    amx_decode::load_queries(w.qb.data(), group, d);
   }
 #endif
   for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
-    const int64_t n = std::min(kKeyBlock, j1 - b0), pairs = (n + 1) / 2;
-    for (int64_t j = 0; j < kKeyBlock; ++j) keys[j] = j < n ? k + (b0 + j) * a.k_stride[2] : zeros.data();
-    for (int64_t i = 0; i < pairs; ++i) {
-      va[i] = v + (b0 + 2 * i) * a.v_stride[2];
-      vb[i] = 2 * i + 1 < n ? v + (b0 + 2 * i + 1) * a.v_stride[2] : zeros.data();
-    }
+    const int64_t n = std::min(kKeyBlock, j1 - b0);
 #if defined(KP_CPU_AMX)
-    if (use_tiles) {
-      for (int64_t j = 0; j < n; j += 16) {
-        const BF16* rows = keys[j];
-        int64_t stride = a.k_stride[2];
-        if (n - j < 16) {  // the tile reads 16 rows: copy the last few, zero-padded
-          for (int64_t r = 0; r < 16; ++r) std::memcpy(tail.data() + r * d, keys[j + r], d * sizeof(BF16));
-          rows = tail.data();
+    if constexpr (kTiles) {
+      for (int64_t j = 0; j < n; j += 32) {
+        const BF16* rows = k + (b0 + j) * ks;
+        int64_t stride = ks;
+        if (n - j < 32) {  // the tiles read 32 rows: copy the last few
+          for (int64_t r = 0; r < n - j; ++r) std::memcpy(w.tail.data() + r * d, rows + r * ks, d * sizeof(BF16));
+          rows = w.tail.data();
           stride = d;
         }
-        amx_tiles::scores16(w.s.data() + j, kKeyBlock, rows, stride, qb.data(), group, d, a.scale, cbuf);
+        amx_decode::scores32(w.c.data() + j * group, rows, stride, group, d);
+      }
+      // c is keys x group: gather each query head's scores, scaled.
+      const __m512 vs16 = _mm512_set1_ps(a.scale);
+      const __m512i keys16 = _mm512_mullo_epi32(
+          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(int(group)));
+      for (int64_t g = 0; g < group; ++g) {
+        for (int64_t j = 0; j < n; j += 16) {
+          const __m512i idx = _mm512_add_epi32(keys16, _mm512_set1_epi32(int(j * group + g)));
+          _mm512_storeu_ps(s + g * kKeyBlock + j, _mm512_mul_ps(_mm512_i32gather_ps(idx, w.c.data(), 4), vs16));
+        }
       }
     } else
 #endif
-    for (int64_t g = 0; g < group; ++g) {
-      const BF16* q = at<BF16>(a.q, b * a.q_stride[0] + (kvh * group + g) * a.q_stride[1]);
-      for (int64_t j = 0; j < n; j += 16) decode_scores16(w.s.data() + g * kKeyBlock + j, q, keys + j, d, a.scale);
-    }
-    online_softmax_block(w.s.data(), kKeyBlock, group, n, w.m.data(), w.l.data(), w.o.data(), d);
-    for (int64_t g = 0; g < group; ++g) {
-      float* sr = w.s.data() + g * kKeyBlock;
-      for (int64_t j = n; j < 2 * pairs; ++j) sr[j] = 0.f;  // the odd key's missing partner
-      for (int64_t j = 0; j < 2 * pairs; j += 32) {
-        const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(sr + j + 16), _mm512_loadu_ps(sr + j));
-        _mm512_storeu_si512(p2.data() + g * kPairs + j / 2, (__m512i)packed);
+    {
+      const BF16* keys[16];
+      for (int64_t j = 0; j < n; j += 16) {
+        for (int64_t i = 0; i < 16; ++i) keys[i] = j + i < n ? k + (b0 + j + i) * ks : w.zeros.data();
+        for (int64_t g = 0; g < group; ++g) decode_scores16(s + g * kKeyBlock + j, q0 + g * a.q_stride[1], keys, d, a.scale);
       }
     }
-#if defined(KP_CPU_AMX)
-    if (use_tiles) {
-      // Whole tiles of 16 pairs: the missing ones read zero rows with zero weight.
-      const int64_t padded = (pairs + 15) / 16 * 16;
-      for (int64_t i = pairs; i < padded; ++i) va[i] = vb[i] = zeros.data();
-      for (int64_t g = 0; g < group; ++g) {
-        std::fill(p2.data() + g * kPairs + pairs, p2.data() + g * kPairs + padded, 0u);
-      }
-      for (int64_t i0 = 0; i0 < pairs; i0 += 16) {
-        amx_tiles::pv16(w.o.data(), d, group, p2.data() + i0, kPairs, va + i0, vb + i0, vbuf.data());
-      }
-      continue;
-    }
-#endif
+    online_softmax_block(s, kKeyBlock, group, n, w.m.data(), w.l.data(), w.o.data(), d);
+    const BF16* vb0 = v + b0 * vs;
     int64_t r = 0;
-    for (; r + 4 <= group; r += 4) decode_pv_rows<4>(w.o.data() + r * d, d, p2.data() + r * kPairs, kPairs, va, vb, pairs);
+    for (; r + 4 <= group; r += 4) pv_widen_rows<4>(w.o.data() + r * d, d, s + r * kKeyBlock, kKeyBlock, vb0, vs, n);
     float* o = w.o.data() + r * d;
-    const uint32_t* pr = p2.data() + r * kPairs;
+    const float* pr = s + r * kKeyBlock;
     switch (group - r) {
-      case 3: decode_pv_rows<3>(o, d, pr, kPairs, va, vb, pairs); break;
-      case 2: decode_pv_rows<2>(o, d, pr, kPairs, va, vb, pairs); break;
-      case 1: decode_pv_rows<1>(o, d, pr, kPairs, va, vb, pairs); break;
+      case 3: pv_widen_rows<3>(o, d, pr, kKeyBlock, vb0, vs, n); break;
+      case 2: pv_widen_rows<2>(o, d, pr, kKeyBlock, vb0, vs, n); break;
+      case 1: pv_widen_rows<1>(o, d, pr, kKeyBlock, vb0, vs, n); break;
       default: break;
     }
   }
 #if defined(KP_CPU_AMX)
-  if (use_tiles) _tile_release();
+  if constexpr (kTiles) _tile_release();
 #endif
   // Back to column order.
-  std::vector<float>& tmp = w.v;
   for (int64_t g = 0; g < group; ++g) {
     float* o = w.o.data() + g * d;
-    for (int64_t i = 0; i < d; ++i) tmp[decode_column(i)] = o[i];
-    std::copy(tmp.begin(), tmp.begin() + d, o);
+    for (int64_t i = 0; i < d; ++i) w.tmp[widen_column(i)] = o[i];
+    std::copy(w.tmp.begin(), w.tmp.end(), o);
   }
 }
 
@@ -891,8 +961,10 @@ void prefill_attention(const kpdrPrefillAttentionArgs& a) {
   const int64_t qblocks = (a.seq_q + 63) / 64;
 #if defined(KP_VEC_AVX512_BF16)
   if (a.dtype == KPDR_DTYPE_BFLOAT16 && a.head_dim % 32 == 0) {
+    bf16dp::PackedKv kv;
+    bf16dp::pack_all(kv, a);
     kp::parallel_for(0, a.batch * a.heads * qblocks, 1,
-                     [&](int64_t b, int64_t e) { bf16dp::tasks(a, b, e); });
+                     [&](int64_t b, int64_t e) { bf16dp::tasks(a, kv, b, e); });
     return;
   }
 #endif
@@ -972,77 +1044,122 @@ void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kvh, int6
   }
 }
 
-void decode_attention(const kpdrDecodeAttentionArgs& a) {
+// Split-K over the cache: enough chunks for four tasks per thread of the pool
+// (so B = 1 uses every core and uneven lengths still balance), none shorter
+// than 256 keys. chunk(b, kvh, j0, j1) attends the group of kv head kvh over
+// keys [j0, j1) and returns its m, l (one per row) and o rows (column order,
+// unnormalised). Each chunk's result goes to `partial`; the task that
+// finishes the last chunk of a (batch, kv head) merges its chunks and writes
+// the outputs, in the same parallel region (no second region to wake the
+// pool for, no wait for the slowest head before any merge starts).
+struct ChunkResult {
+  const float* m;
+  const float* l;
+  const float* o;
+};
+
+template <typename T, typename Chunk>
+void decode_split_k(const kpdrDecodeAttentionArgs& a, Chunk&& chunk) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads;
   const int64_t heads_total = a.batch * a.kv_heads;
-  // Split-K: enough chunks of the cache for four tasks per thread of the pool
-  // (so B = 1 uses every core and uneven lengths still balance), none shorter
-  // than 256 keys. The partial results cost (2 + d) floats per row and chunk.
   constexpr int64_t kMinChunk = 256;
   const int64_t want_tasks = 4 * std::max(16, kp::pool_threads());
   int64_t splits = std::max<int64_t>(1, std::min<int64_t>(
       (a.cache_len + kMinChunk - 1) / kMinChunk, (want_tasks + heads_total - 1) / heads_total));
-  const int64_t chunk = (a.cache_len + splits - 1) / splits;
-  splits = (a.cache_len + chunk - 1) / chunk;
+  const int64_t chunk_len = (a.cache_len + splits - 1) / splits;
+  splits = (a.cache_len + chunk_len - 1) / chunk_len;
+  auto write = [&](int64_t b, int64_t kvh, int64_t g, const float* o, float l) {
+    T* out = at<T>(a.out, b * a.out_stride[0] + (kvh * group + g) * a.out_stride[1]);
+    store_normalised(out, o, l, d);
+  };
+  if (splits == 1) {
+    kp::parallel_for(0, heads_total, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t bk = t0; bk < t1; ++bk) {
+        const int64_t b = bk / a.kv_heads, kvh = bk % a.kv_heads;
+        const int64_t len = a.lengths ? a.lengths[b] : a.cache_len;
+        const ChunkResult r = chunk(b, kvh, int64_t(0), len);
+        for (int64_t g = 0; g < group; ++g) write(b, kvh, g, r.o + g * d, r.l[g]);
+      }
+    });
+    return;
+  }
   // Per (batch, kv head, split): m and l per row, then o rows.
   const int64_t part = group * (2 + d);
   std::vector<float> partial(heads_total * splits * part);
+  std::unique_ptr<std::atomic<int64_t>[]> finished(new std::atomic<int64_t>[heads_total]);
+  for (int64_t i = 0; i < heads_total; ++i) finished[i].store(0, std::memory_order_relaxed);
+  kp::parallel_for(0, heads_total * splits, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> o(d);
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t split = task % splits, bk = task / splits;
+      const int64_t b = bk / a.kv_heads, kvh = bk % a.kv_heads;
+      const int64_t len = a.lengths ? a.lengths[b] : a.cache_len;
+      const int64_t j0 = split * chunk_len, j1 = std::min(len, j0 + chunk_len);
+      float* p = partial.data() + task * part;
+      if (j0 >= j1) {
+        for (int64_t g = 0; g < group; ++g) { p[g] = kNegInf; p[group + g] = 0.f; }
+      } else {
+        const ChunkResult r = chunk(b, kvh, j0, j1);
+        std::copy(r.m, r.m + group, p);
+        std::copy(r.l, r.l + group, p + group);
+        std::copy(r.o, r.o + group * d, p + 2 * group);
+      }
+      if (finished[bk].fetch_add(1, std::memory_order_acq_rel) != splits - 1) continue;
+      const float* first = partial.data() + bk * splits * part;
+      for (int64_t g = 0; g < group; ++g) {
+        float m = kNegInf;
+        for (int64_t s = 0; s < splits; ++s) m = std::max(m, first[s * part + g]);
+        float l = 0.f;
+        std::fill(o.begin(), o.end(), 0.f);
+        for (int64_t s = 0; s < splits; ++s) {
+          const float* ps = first + s * part;
+          if (ps[g] == kNegInf) continue;
+          const float f = sexp(ps[g] - m);
+          l += ps[group + g] * f;
+          const Vec vf = Vec::set1(f);
+          const float* po = ps + 2 * group + g * d;
+          int64_t c = 0;
+          for (; c + W <= d; c += W) Vec::fmadd(Vec::load(po + c), vf, Vec::load(o.data() + c)).store(o.data() + c);
+          for (; c < d; ++c) o[c] += po[c] * f;
+        }
+        write(b, kvh, g, o.data(), l);
+      }
+    }
+  });
+}
+
+void decode_attention(const kpdrDecodeAttentionArgs& a) {
+  const int64_t d = a.head_dim;
+#if defined(KP_VEC_AVX512_BF16)
+  if (a.dtype == KPDR_DTYPE_BFLOAT16 && d % 32 == 0) {
+    auto run = [&](auto chunk2) {
+      decode_split_k<BF16>(a, [&](int64_t b, int64_t kvh, int64_t j0, int64_t j1) {
+        thread_local bf16dp::DecodeScratch w;
+        chunk2(b, kvh, j0, j1, w);
+        return ChunkResult{w.m.data(), w.l.data(), w.o.data()};
+      });
+    };
+#if defined(KP_CPU_AMX)
+    if (bf16dp::amx_decode::usable(a.heads / a.kv_heads, d)) {
+      run([&](int64_t b, int64_t kvh, int64_t j0, int64_t j1, bf16dp::DecodeScratch& w) {
+        bf16dp::decode_chunk<true>(a, b, kvh, j0, j1, w);
+      });
+      return;
+    }
+#endif
+    run([&](int64_t b, int64_t kvh, int64_t j0, int64_t j1, bf16dp::DecodeScratch& w) {
+      bf16dp::decode_chunk<false>(a, b, kvh, j0, j1, w);
+    });
+    return;
+  }
+#endif
   with_dtype(a.dtype, [&](auto t) {
     using T = decltype(t);
-    kp::parallel_for(0, heads_total * splits, 1, [&](int64_t t0, int64_t t1) {
-      AttentionScratch w;
-      w.reserve(group, d);
-#if defined(KP_VEC_AVX512_BF16)
-      std::vector<uint32_t> p2;
-      std::vector<BF16> zeros;
-      constexpr bool kBf16Dot = std::is_same_v<T, BF16>;
-#endif
-      for (int64_t task = t0; task < t1; ++task) {
-        const int64_t split = task % splits, bk = task / splits;
-        const int64_t b = bk / a.kv_heads, kvh = bk % a.kv_heads;
-        const int64_t len = a.lengths ? a.lengths[b] : a.cache_len;
-        const int64_t j0 = split * chunk, j1 = std::min(len, j0 + chunk);
-        float* p = partial.data() + task * part;
-        if (j0 >= j1) {
-          for (int64_t g = 0; g < group; ++g) { p[g] = kNegInf; p[group + g] = 0.f; }
-          continue;
-        }
-#if defined(KP_VEC_AVX512_BF16)
-        if (kBf16Dot && d % 32 == 0) {
-          bf16dp::decode_chunk(a, b, kvh, j0, j1, w, p2, zeros);
-        } else {
-          decode_chunk<T>(a, b, kvh, j0, j1, w);
-        }
-#else
-        decode_chunk<T>(a, b, kvh, j0, j1, w);
-#endif
-        std::copy(w.m.begin(), w.m.begin() + group, p);
-        std::copy(w.l.begin(), w.l.begin() + group, p + group);
-        std::copy(w.o.begin(), w.o.begin() + group * d, p + 2 * group);
-      }
-    });
-    // Merge the splits of each (batch, kv head) and write the outputs.
-    kp::parallel_for(0, heads_total, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<float> o(d);
-      for (int64_t bk = t0; bk < t1; ++bk) {
-        const int64_t b = bk / a.kv_heads, kvh = bk % a.kv_heads;
-        for (int64_t g = 0; g < group; ++g) {
-          float m = kNegInf;
-          for (int64_t s = 0; s < splits; ++s) m = std::max(m, partial[(bk * splits + s) * part + g]);
-          float l = 0.f;
-          std::fill(o.begin(), o.end(), 0.f);
-          for (int64_t s = 0; s < splits; ++s) {
-            const float* p = partial.data() + (bk * splits + s) * part;
-            if (p[g] == kNegInf) continue;
-            const float f = sexp(p[g] - m);
-            l += p[group + g] * f;
-            const float* po = p + 2 * group + g * d;
-            for (int64_t c = 0; c < d; ++c) o[c] += po[c] * f;
-          }
-          T* out = at<T>(a.out, b * a.out_stride[0] + (kvh * group + g) * a.out_stride[1]);
-          store_normalised(out, o.data(), l, d);
-        }
-      }
+    decode_split_k<T>(a, [&](int64_t b, int64_t kvh, int64_t j0, int64_t j1) {
+      thread_local AttentionScratch w;
+      w.reserve(a.heads / a.kv_heads, d);
+      decode_chunk<T>(a, b, kvh, j0, j1, w);
+      return ChunkResult{w.m.data(), w.l.data(), w.o.data()};
     });
   });
 }

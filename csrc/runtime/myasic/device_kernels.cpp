@@ -145,6 +145,25 @@ kpdrError_t check_dtypes(const char* api, const kpdrLayerNormArgs& a) {
   return KPDR_SUCCESS;
 }
 
+// The distribution and the dtypes it takes (kpdr.h); the INTEGER range.
+kpdrError_t check_dtypes(const char* api, const kpdrRandomArgs& a) {
+  if (a.distribution < KPDR_RANDOM_UNIFORM || a.distribution > KPDR_RANDOM_INTEGER) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown distribution " + std::to_string(a.distribution));
+  }
+  if (kpdrError_t error = check_dims(api, a.ndim, a.sizes)) return error;
+  const bool any = a.distribution == KPDR_RANDOM_BERNOULLI || a.distribution == KPDR_RANDOM_INTEGER;
+  const bool known = float_dtype(a.dtype) || a.dtype == KPDR_DTYPE_BOOL || a.dtype == KPDR_DTYPE_INT64 ||
+                     a.dtype == KPDR_DTYPE_INT32;
+  if (!known) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  if (!any && !float_dtype(a.dtype)) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": this distribution takes float dtypes only");
+  }
+  if (a.distribution == KPDR_RANDOM_INTEGER && a.high <= a.low) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": INTEGER needs high > low");
+  }
+  return KPDR_SUCCESS;
+}
+
 int64_t element_count(int32_t ndim, const int64_t* sizes) {
   int64_t n = 1;
   for (int d = 0; d < ndim; ++d) n *= sizes[d];
@@ -404,6 +423,19 @@ kpdrError_t max_pool2d(const kpdrMaxPool2dArgs* args, kpdrStream_t stream) {
   });
 }
 
+kpdrError_t random_entry(const kpdrRandomArgs* args, kpdrStream_t stream) {
+  return launch("random", args, stream, &kp::random_fill, [](Resolver& r, kpdrRandomArgs& a) {
+    if (element_count(a.ndim, a.sizes) == 0) {
+      a.ndim = 1;
+      a.sizes[0] = 0;  // nothing to write
+      a.out = nullptr;
+      return KPDR_SUCCESS;
+    }
+    KP_RESOLVE(out);
+    return KPDR_SUCCESS;
+  });
+}
+
 #undef KP_RESOLVE
 
 }  // namespace
@@ -429,6 +461,7 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
   ours.max_pool2d = &max_pool2d;
   ours.gather = &myasic::gather;    // device_indexing.cpp
   ours.scatter = &myasic::scatter;
+  ours.random = &random_entry;
   // Write only what both sides know (either may be built against a newer kpdr.h).
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

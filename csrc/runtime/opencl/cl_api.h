@@ -91,6 +91,7 @@ constexpr cl_program_info CL_PROGRAM_BINARY_SIZES = 0x1165;
 constexpr cl_program_info CL_PROGRAM_BINARIES = 0x1166;
 constexpr cl_program_build_info CL_PROGRAM_BUILD_LOG = 0x1183;
 constexpr cl_kernel_work_group_info CL_KERNEL_WORK_GROUP_SIZE = 0x11B0;
+constexpr cl_kernel_work_group_info CL_KERNEL_COMPILE_WORK_GROUP_SIZE = 0x11B1;
 
 // The entry points, resolved from the ICD loader.
 struct ClApi {

@@ -11,7 +11,7 @@
 //   portable      kp_gemm only.
 //   mma           kp_gemm_mma for 16-bit dtypes wherever asked; a failed build
 //                 is an error carrying the compiler's log.
-//   mma_emulated  kp_gemm_mma with the instruction computed in OpenCL C (any
+//   mma_emulated  kp_gemm_mma with mma/ldmatrix/cp.async computed in OpenCL C (any
 //                 device; slow; tests the fragment layouts on PoCL).
 #include "gemm.h"
 
@@ -225,8 +225,19 @@ kpdrError_t launch(const kpdrGemmArgs* a, kpdrStream_t handle) {
     };
     args.i32(aligned(args.offset(0), a->a_ld, a->a_batch_stride));
     args.i32(aligned(args.offset(1), a->b_ld, a->b_batch_stride));
-    const size_t global[3] = {blocks(a->n, kMmaTile) * 256, blocks(a->m, kMmaTile), static_cast<size_t>(a->batch)};
-    const size_t local[3] = {256, 1, 1};
+    // The work-group size follows the kernel's warp layout (KP_MMA_WARPS_*, which
+    // build_options may override): read it back from reqd_work_group_size.
+    size_t threads[3] = {0, 0, 0};
+    const cl_int status = runtime->cl().GetKernelWorkGroupInfo(kernel->kernel, device.id,
+                                                               CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof(threads),
+                                                               threads, nullptr);
+    if (status != CL_SUCCESS || threads[0] == 0) {
+      return fail(KPDR_ERROR_UNKNOWN, std::string("gemm: clGetKernelWorkGroupInfo(CL_KERNEL_COMPILE_WORK_GROUP_SIZE) "
+                                                  "failed with ") + cl_error_name(status));
+    }
+    const size_t global[3] = {blocks(a->n, kMmaTile) * threads[0], blocks(a->m, kMmaTile),
+                              static_cast<size_t>(a->batch)};
+    const size_t local[3] = {threads[0], 1, 1};
     return args.run(kernel, *stream, global, local);
   }
   const size_t global[3] = {blocks(a->n, tile.bn()) * tile.wx, blocks(a->m, tile.bm()) * tile.wy,

@@ -17,6 +17,7 @@
 #include "kpdr.h"
 #include "losses.h"
 #include "indexing.h"
+#include "random.h"
 #include "pointwise.h"
 #include "runtime.h"
 
@@ -460,6 +461,7 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.max_pool2d = &kpdr_opencl::max_pool2d;
     ours.gather = &kpdr_opencl::gather;  // indexing.cpp
     ours.scatter = &kpdr_opencl::scatter;
+    ours.random = &kpdr_opencl::random_fill;  // random.cpp
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

@@ -81,11 +81,19 @@ def check(info, dtype, max_inputs):
         c = module_input.constructor_input
         torch.manual_seed(0)
         cpu_module = info.module_cls(*c.args, **c.kwargs).to(dtype)
-        dev_module = copy.deepcopy(cpu_module).to(DEVICE)
+        # A lazy module initialises its parameters at its first forward, from the generator of
+        # the device it runs on; a device with its own random entry draws other values than
+        # the CPU (as CUDA does), so it gets a copy of the parameters the CPU drew.
+        lazy = isinstance(cpu_module, torch.nn.modules.lazy.LazyModuleMixin) and cpu_module.has_uninitialized_params()
+        dev_module = None if lazy else copy.deepcopy(cpu_module).to(DEVICE)
         f = module_input.forward_input
         try:
             expected = run(cpu_module, f.args, f.kwargs)
+            if lazy:
+                dev_module = copy.deepcopy(cpu_module).to(DEVICE)
         except Exception as cpu_error:
+            if dev_module is None:
+                dev_module = copy.deepcopy(cpu_module).to(DEVICE)
             try:
                 run(dev_module, move(f.args, DEVICE, True), move(f.kwargs, DEVICE, True))
             except Exception:
