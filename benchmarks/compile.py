@@ -6,20 +6,28 @@ Three variants of the same model (random weights, float32, same threads:
 * ``compiled_my_asic`` -- ``torch.compile(model)`` on my_asic (Inductor's C++
   kernels on host-addressable memory; the ``"my_asic"`` backend otherwise);
 * ``compiled_cpu``     -- ``torch.compile(model)`` on the CPU;
-* ``eager_my_asic``    -- the model on my_asic, not compiled.
+* ``eager_my_asic``    -- the model on my_asic, not compiled;
+* ``eager_cpu``        -- the model on the CPU, not compiled: a reference only,
+  for how much Inductor gains on this machine (``compiled_vs_eager_cpu``).
 
 Two workloads: ``forward`` (a no-grad forward of one batch, as a prefill or a
 decode step without cache) and ``train_step`` (forward, loss, backward, SGD
 step). Times are medians over repetitions taken round-robin over the variants
 (drift on a shared machine hits all alike), my_asic synchronised after each.
 ``compile_s`` is the median first-call time (tracing, code generation, one run)
-of a fresh model after ``torch._dynamo.reset()``, over rounds that alternate
-the devices' order, after a warm-up round that fills Inductor's caches for both
-(so both sides are measured with warm caches; my_asic's C++ kernels are the
-CPU's, so on a cold cache whichever compiles first builds them for both).
-``first_compile_s`` is the warm-up round's (cold with --fresh-cache).
+of a fresh model after ``torch._dynamo.reset()`` and a garbage collection, over
+rounds that alternate the devices' order, after a warm-up round that fills
+Inductor's caches for both (so both sides are measured with warm caches;
+my_asic's C++ kernels are the CPU's, so on a cold cache whichever compiles first
+builds them for both). ``first_compile_s`` is the warm-up round's (cold with
+--fresh-cache). ``compile_phases_s``: Dynamo's own timers (medians over the
+rounds), to see where a difference comes from.
 Ratios: ``compiled_my_asic_vs_compiled_cpu`` = cpu time / my_asic time (>=1:
-my_asic as fast), ``compiled_vs_eager_my_asic`` = eager time / compiled time.
+my_asic as fast), ``compiled_vs_eager_my_asic`` = eager time / compiled time,
+``compile_time_my_asic_vs_cpu`` = ratio of the compile-time medians, and
+``compile_time_ratio_rounds`` each round's my_asic/CPU ratio (the two compiles
+of a round run back to back, so drift of a shared machine mostly cancels; their
+median is ``compile_time_ratio_median``).
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/compile.py [--quick] [--output compile.json]
 
@@ -32,6 +40,7 @@ threads starve (docs/compile.md, Threads).
 """
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -96,12 +105,24 @@ def first_call(model_fn, device, compiled, workload, ids):
     return run, run()
 
 
+def compile_timers():
+    """Dynamo's per-phase compile timers of this process (seconds per phase name)."""
+    return getattr(torch._dynamo.utils, "compilation_time_metrics", {})
+
+
+def main_phases(phases, at_least_s=0.01):
+    """Median seconds per phase and variant, for phases that take ``at_least_s`` somewhere."""
+    medians = {name: {p: statistics.median(t) for p, t in per.items()} for name, per in phases.items()}
+    names = sorted({p for per in medians.values() for p, t in per.items() if t >= at_least_s})
+    return {p: {name: round(per.get(p, 0.0), 3) for name, per in medians.items()} for p in names}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tiny model and few repetitions (smoke run)")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--compile-rounds", type=int, default=None,
-                        help="interleaved compile-time rounds after the warm-up round (default 3, 2 with --quick)")
+                        help="interleaved compile-time rounds after the warm-up round (default 7, 2 with --quick)")
     parser.add_argument("--threads", type=int, default=None,
                         help="intra-op threads of both devices (torch.set_num_threads and the my_asic runtime's "
                              "kernel pool, KP_NUM_THREADS); default: torch's")
@@ -120,11 +141,11 @@ def main(argv=None):
     # once at its first kernel: the same count as torch's, so both sides use the same threads.
     os.environ.setdefault("KP_NUM_THREADS", str(threads))
     repeats = args.repeats or (3 if args.quick else 10)
-    compile_rounds = args.compile_rounds or (2 if args.quick else 3)
+    compile_rounds = args.compile_rounds or (2 if args.quick else 7)
     ids = torch.randint(0, 256, (2, 32 if args.quick else 128), generator=torch.Generator().manual_seed(1))
     model_fn = lambda: build_model(args.quick)  # noqa: E731
     variants = {"compiled_my_asic": ("my_asic", True), "compiled_cpu": ("cpu", True),
-                "eager_my_asic": ("my_asic", False)}
+                "eager_my_asic": ("my_asic", False), "eager_cpu": ("cpu", False)}
     compiled = [name for name, (_, c) in variants.items() if c]
     results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "threads": threads,
                "KP_NUM_THREADS": os.environ["KP_NUM_THREADS"], "torch": torch.__version__,
@@ -153,6 +174,7 @@ def main(argv=None):
         # warm-up round fills Inductor's caches (and Dynamo's per-process ones) for both; the
         # timed rounds then see warm caches alike, in alternating order.
         first_s, compile_times = {}, {name: [] for name in compiled}
+        phases = {name: {} for name in compiled}
         for name in compiled:
             torch._dynamo.reset()
             _, first_s[name] = first_call(model_fn, *variants[name], workload, ids)
@@ -160,8 +182,14 @@ def main(argv=None):
         for r in range(compile_rounds):
             for name in (compiled if r % 2 == 0 else compiled[::-1]):
                 torch._dynamo.reset()
+                # The last round's garbage (graphs, models, guards) collected now, not
+                # by a collection that falls inside one device's timed compile.
+                gc.collect()
+                compile_timers().clear()
                 _, t = first_call(model_fn, *variants[name], workload, ids)
                 compile_times[name].append(t)
+                for phase, seconds in compile_timers().items():
+                    phases[name].setdefault(phase, []).append(sum(seconds))
                 progress(f"{workload} {name} compile {t:.1f} s")
         # Run time: all variants side by side (one reset: a later one would drop their code).
         torch._dynamo.reset()
@@ -175,6 +203,7 @@ def main(argv=None):
                 progress(f"{workload} timing")
         median = {name: statistics.median(t) for name, t in times.items()}
         compile_s = {name: statistics.median(t) for name, t in compile_times.items()}
+        round_ratios = [a / b for a, b in zip(compile_times["compiled_my_asic"], compile_times["compiled_cpu"])]
         results["workloads"][workload] = {
             "median_ms": {name: round(t * 1e3, 3) for name, t in median.items()},
             "compile_s": {name: round(t, 3) for name, t in compile_s.items()},
@@ -182,7 +211,11 @@ def main(argv=None):
             "first_compile_s": {name: round(t, 2) for name, t in first_s.items()},
             "compiled_my_asic_vs_compiled_cpu": round(median["compiled_cpu"] / median["compiled_my_asic"], 3),
             "compiled_vs_eager_my_asic": round(median["eager_my_asic"] / median["compiled_my_asic"], 3),
+            "compiled_vs_eager_cpu": round(median["eager_cpu"] / median["compiled_cpu"], 3),
             "compile_time_my_asic_vs_cpu": round(compile_s["compiled_my_asic"] / compile_s["compiled_cpu"], 3),
+            "compile_time_ratio_rounds": [round(x, 3) for x in round_ratios],
+            "compile_time_ratio_median": round(statistics.median(round_ratios), 3),
+            "compile_phases_s": main_phases(phases),
         }
         if args.output:  # after each workload: a run cut short keeps what it measured
             with open(args.output, "w") as f:

@@ -69,6 +69,32 @@ INDUCTOR_CONFIG = {
     "loop_index_inversion_in_fusion": False,
 }
 
+# When to materialise an intermediate instead of recomputing it in each consumer
+# (ir.py: realize_*_threshold): Inductor has tuned values for C++ kernels, picked
+# by device type, and the GPU's otherwise. With the GPU's, the tiny Llama's
+# backward graph on my_asic had two more kernels than the CPU's (a rotary
+# embedding's gradient fused with the value gradient, then an extra transposing
+# copy per layer); with the C++ values it is the CPU's, kernel for kernel.
+# (One such heuristic, realizing reused exp/log/sigmoid/tanh results, is not a
+# setting and stays the GPU's.)
+INDUCTOR_CONFIG_FROM_CPU = {
+    "realize_opcount_threshold": "realize_cpu_opcount_threshold",
+    "realize_acc_reads_threshold": "realize_cpu_acc_reads_threshold",
+}
+
+
+def inductor_config_patches(config) -> dict:
+    """Inductor settings for a graph on host-addressable my_asic memory (``config``: torch._inductor.config).
+
+    Settings this torch lacks are left out (2.11 has no loop_reindexing_after_fusion).
+    """
+    patches = {k: v for k, v in INDUCTOR_CONFIG.items() if hasattr(config, k)}
+    for name, cpu_name in INDUCTOR_CONFIG_FROM_CPU.items():
+        # None: Inductor picks by device type; a value the user set stays.
+        if hasattr(config, cpu_name) and getattr(config, name, 0) is None:
+            patches[name] = getattr(config, cpu_name)
+    return patches
+
 
 def my_asic_memory(gm: torch.fx.GraphModule, example_inputs):
     """None when a graph does not compute on my_asic; else "host_addressable" or "device_only"."""

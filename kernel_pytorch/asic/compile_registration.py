@@ -9,14 +9,17 @@ has executed:
 * torch._dynamo.backends.registry: the ``"my_asic"`` backend (compile_backend.py);
 * torch._inductor.compile_fx: graphs on a my_asic runtime without
   host-addressable memory go to the ``"my_asic"`` backend instead of Inductor;
-  graphs on host-addressable my_asic memory get compile_backend.INDUCTOR_CONFIG.
+  graphs on host-addressable my_asic memory get compile_backend's Inductor
+  settings, and my_asic's scheduling and wrapper codegen are registered with
+  Inductor together with inductor_config.py, which Inductor's cache keys then
+  include (inductor.register()).
 
 If torch already imported one of them, its registration runs at once.
 
-Inductor finds its scheduling and wrapper codegen for my_asic itself, the way
-PyTorch looks them up for PrivateUse1 devices: as attributes of torch.my_asic
-(``Scheduling``, ``PythonWrapperCodegen``, ...), read when Inductor first
-lowers a graph; kernel_pytorch.asic resolves them lazily from inductor.py.
+Inductor would also find the scheduling and wrapper codegen for my_asic itself,
+the way PyTorch looks them up for PrivateUse1 devices: as attributes of
+torch.my_asic (``Scheduling``, ``PythonWrapperCodegen``, ...; kernel_pytorch.asic
+resolves them lazily from inductor.py), but without a device config.
 """
 
 import importlib.abc
@@ -49,18 +52,20 @@ def _compile_fx(module) -> None:
         if where == "device_only":
             compile_backend.notice_once()
             return compile_backend.my_asic_backend(model, example_inputs)
-        # Older torch lacks some of the settings (2.11 has no loop_reindexing_after_fusion).
-        patches = {k: v for k, v in compile_backend.INDUCTOR_CONFIG.items() if hasattr(module.config, k)}
-        if where == "host_addressable" and any(getattr(module.config, k) != v for k, v in patches.items()):
-            # compile_fx applies its patches, then calls itself without them: patch once
-            kwargs["config_patches"] = {**patches, **(kwargs.get("config_patches") or {})}
         if where != "host_addressable":
             return original(model, example_inputs, *args, **kwargs)
+        from kernel_pytorch import _C
+        from kernel_pytorch.asic import inductor, inductor_config
+
+        # Before Inductor computes its cache keys: they include inductor_config.
+        inductor.register()
+        patches = compile_backend.inductor_config_patches(module.config)
+        if any(getattr(module.config, k) != v for k, v in patches.items()):
+            # compile_fx applies its patches, then calls itself without them: patch once
+            kwargs["config_patches"] = {**patches, **(kwargs.get("config_patches") or {})}
         # Attention traced into this graph runs as its C++ kernels do: on this
         # thread's intra-op threads (csrc/aten/aten.h, prefer_host_flash_attention).
-        from kernel_pytorch import _C
-
-        previous = _C._set_prefer_host_flash_attention(True)
+        previous = _C._set_prefer_host_flash_attention(inductor_config.host_flash_attention)
         try:
             return original(model, example_inputs, *args, **kwargs)
         finally:

@@ -19,7 +19,7 @@ from torch._inductor.codegen.common import DeviceOpOverrides, get_device_op_over
 from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
-from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen  # noqa: F401  (torch.my_asic.WrapperFxCodegen)
+from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen  # also torch.my_asic.WrapperFxCodegen
 
 DEVICE = "my_asic"
 # What the wrapper calls before each C++ kernel: waits for the device's current
@@ -100,6 +100,35 @@ class MyAsicCppWrapperCodegen(CppWrapperCpu):
             "torch.compile for my_asic generates a Python wrapper only; turn off "
             "torch._inductor.config.cpp_wrapper (and AOTInductor) for my_asic graphs.")
 
+
+def register() -> None:
+    """Registers my_asic's scheduling and wrappers with Inductor, with inductor_config as its device config.
+
+    Inductor includes each device's config in its FX-graph and AOT-autograd cache
+    keys (torch/_inductor/codecache.py, FxGraphHashDetails), so a cached graph is
+    only reused under the same my_asic settings (inductor_config.py). Idempotent;
+    called before each my_asic graph compiles. Torch without device configs
+    (``device_custom_config``) gets the codegen alone.
+    """
+    global _registered
+    if _registered:
+        return
+    import inspect
+
+    from torch._inductor.codegen.common import init_backend_registration, register_backend_for_device
+
+    from kernel_pytorch.asic import inductor_config
+
+    # Inductor's own devices first: it registers them only while it has no entry for "cpu".
+    init_backend_registration()
+    parameters = inspect.signature(register_backend_for_device).parameters
+    optional = {"device_fx_wrapper_codegen": WrapperFxCodegen, "device_custom_config": inductor_config}
+    register_backend_for_device(DEVICE, MyAsicScheduling, MyAsicWrapperCodegen, MyAsicCppWrapperCodegen,
+                                **{k: v for k, v in optional.items() if k in parameters})
+    _registered = True
+
+
+_registered = False
 
 # Inductor's built-in overrides (cuda, xpu, ...) first: torch < 2.13 loads them only
 # while its table is empty, so registering ours first left CUDA graphs with none

@@ -97,3 +97,28 @@ print(on_cpu, on_device)
 """)
     on_cpu, on_device = map(int, last_line(out).split())
     assert on_device == on_cpu
+
+
+def test_inductor_compiles_the_llama_training_step_into_the_cpus_kernels():
+    # my_asic's C++ kernels are the CPU's: Inductor must fuse its graphs as it
+    # does the CPU's (no extra kernels or copies from GPU-tuned heuristics).
+    out = run_python(MODELS + """
+import copy, re
+from torch._inductor.utils import run_and_get_code
+torch.manual_seed(0)
+model = make("llama")
+ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(1))
+
+def kernels(device):
+    torch._dynamo.reset()
+    m = copy.deepcopy(model).to(device)
+    step = lambda: torch.compile(m)(input_ids=ids.to(device), labels=ids.to(device)).loss.backward()
+    _, codes = run_and_get_code(step)
+    return [re.findall(r"^(cpp_fused_\\w+) = ", code, re.M) for code in codes]
+
+on_cpu, on_device = kernels("cpu"), kernels("my_asic")
+assert len(on_cpu) == 2 and all(on_cpu), on_cpu  # forward and backward
+assert on_device == on_cpu, (on_device, on_cpu)
+print("ok")
+""", env=MODES["host_addressable"])
+    assert last_line(out) == "ok"

@@ -103,6 +103,28 @@ def test_attention_in_inductor_graphs_runs_on_the_host_threads_except_decode(que
     torch.testing.assert_close(got.cpu(), attend(q, k, v))
 
 
+@pytest.mark.usefixtures("host_addressable")
+def test_attention_choice_is_part_of_inductor_cache_keys():
+    # The kernel is chosen while AOT autograd traces, before Inductor looks in its
+    # on-disk caches: a graph cached under one choice must not serve the other.
+    from torch._inductor.utils import run_and_get_code
+
+    from kernel_pytorch.asic import inductor_config
+
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True) * 3
+
+    q, k, v = (torch.randn(1, heads, 16, 8, device="my_asic") for heads in (4, 2, 2))
+    codes = {}
+    for host_flash in (True, False):  # the first fills the caches
+        torch._dynamo.reset()
+        with inductor_config.patch(host_flash_attention=host_flash), torch.no_grad():
+            got, codes[host_flash] = run_and_get_code(torch.compile(attend), q, k, v)
+        torch.testing.assert_close(got.cpu(), attend(q.cpu(), k.cpu(), v.cpu()))
+    assert "aten._scaled_dot_product_flash_attention_for_cpu.default(" in codes[True][0]
+    assert "aten._scaled_dot_product_fused_attention_overrideable.default(" in codes[False][0]
+
+
 def test_default_compile_without_host_addressable_memory_uses_the_my_asic_backend():
     completed = run_python_process("""
         import torch, kernel_pytorch

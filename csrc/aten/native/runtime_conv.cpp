@@ -357,7 +357,9 @@ std::optional<Grads> transposed_backward(T grad_output, T input, T weight, Ints 
     grad_weight = std::get<1>(*g);
   }
   if (mask[2]) {
-    grad_bias = input.dim() == 3 ? at::sum(grad_output, {0, 2}) : at::sum(grad_output, {0, 2, 3});
+    // An explicit IntArrayRef: torch 2.11's headers find `{0, 2}` ambiguous (OptionalIntArrayRef or DimnameList).
+    const std::vector<int64_t> dims = input.dim() == 3 ? std::vector<int64_t>{0, 2} : std::vector<int64_t>{0, 2, 3};
+    grad_bias = at::sum(grad_output, at::IntArrayRef(dims));
   }
   return Grads{grad_input, grad_weight, grad_bias};
 }
