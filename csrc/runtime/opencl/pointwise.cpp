@@ -273,6 +273,15 @@ const char* expression(int32_t op, int out_dtype) {
     case KPDR_POINTWISE_LINSPACE: return "(g < n / 2 ? x + alpha * (float)g : y - alpha * (float)(n - 1 - g))";
     case KPDR_POINTWISE_TRIL: return "((float)(c - r) <= alpha ? x : 0.0f)";
     case KPDR_POINTWISE_TRIU: return "((float)(c - r) >= alpha ? x : 0.0f)";
+    case KPDR_POINTWISE_LOG1P: return "log1p(x)";
+    case KPDR_POINTWISE_EXPM1: return "expm1(x)";
+    case KPDR_POINTWISE_LOG_SIGMOID: return "(fmin(x, 0.0f) - log1p(exp(-fabs(x))))";
+    case KPDR_POINTWISE_SOFTPLUS: return "(x * alpha > y ? x : log1p(exp(x * alpha)) / alpha)";
+    case KPDR_POINTWISE_LOG_SIGMOID_BACKWARD:
+      return "(y < 0.0f ? x / (1.0f + exp(y)) : x * exp(-y) / (1.0f + exp(-y)))";
+    case KPDR_POINTWISE_CLAMP: return "(isnan(x) ? x : fmin(fmax(x, y), z))";
+    case KPDR_POINTWISE_SOFTPLUS_BACKWARD:
+      return "(y * alpha > z ? x : x * exp(y * alpha) / (exp(y * alpha) + 1.0f))";
   }
   return nullptr;
 }
@@ -316,10 +325,10 @@ bool index_op(int32_t op) {
 }
 
 int arity(int32_t op) {
-  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_BITWISE_NOT) return 1;
+  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_LOG_SIGMOID) return 1;
   if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LOGICAL_OR) return 2;
-  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_BITWISE_XOR) return 2;
-  if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_NAN_TO_NUM) return 3;
+  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_LOG_SIGMOID_BACKWARD) return 2;
+  if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_SOFTPLUS_BACKWARD) return 3;
   if (op == KPDR_POINTWISE_ARANGE || op == KPDR_POINTWISE_TRIL || op == KPDR_POINTWISE_TRIU) return 1;
   if (op == KPDR_POINTWISE_LINSPACE) return 2;
   return 0;
