@@ -9,7 +9,7 @@ import ctypes
 
 import numpy as np
 
-from kpdr_gemm import from_bf16_bits, to_bf16_bits
+from kpdr_gemm import from_bf16_bits, to_bf16_bits, table_entry
 from kpdr_losses import KernelTable as _LossesTable
 from kpdr_pointwise import Session
 
@@ -47,14 +47,7 @@ class KernelTable(_LossesTable):  # kpdr.h's order: the losses' entries come fir
 
 def entry(runtime, name, args_type):
     """The runtime's entry `name` (a callable), or None when its table leaves it NULL."""
-    table = KernelTable()
-    table.struct_size = ctypes.sizeof(KernelTable)
-    get = runtime.lib.kpdrGetKernels
-    get.restype, get.argtypes = ctypes.c_int, [ctypes.POINTER(KernelTable)]
-    runtime.check(get(ctypes.byref(table)))
-    if table.struct_size < ctypes.sizeof(KernelTable) or not getattr(table, name):
-        return None
-    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(args_type), ctypes.c_void_p)(getattr(table, name))
+    return table_entry(runtime, KernelTable, name, args_type)
 
 
 def out_size(size, k, s, p, d, ceil=False):

@@ -24,7 +24,6 @@ class GemmArgs(ctypes.Structure):
     ]  # fmt: skip
 
 
-GEMM_FUNCTION = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(GemmArgs), ctypes.c_void_p)
 # The entries before gemm, in kpdr.h's order.
 _EARLIER_ENTRIES = ("rms_norm", "silu", "rope", "softmax", "decode_attention", "prefill_attention", "matmul_vec")
 
@@ -34,16 +33,23 @@ class KernelTable(ctypes.Structure):
         ("gemm", ctypes.c_void_p)]
 
 
+def table_entry(runtime, table_type, name, args_type):
+    """Entry `name` of the runtime's kernel table read as `table_type` (a ctypes mirror of
+    kpdrKernelTable up to that entry), as a callable taking `args_type`; None when the runtime
+    leaves it NULL or knows a shorter table."""
+    table = table_type()
+    table.struct_size = ctypes.sizeof(table_type)
+    get = runtime.lib.kpdrGetKernels
+    get.restype, get.argtypes = ctypes.c_int, [ctypes.c_void_p]
+    runtime.check(get(ctypes.byref(table)))
+    if table.struct_size < ctypes.sizeof(table_type) or not getattr(table, name):
+        return None
+    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(args_type), ctypes.c_void_p)(getattr(table, name))
+
+
 def gemm_entry(runtime):
     """The runtime's gemm entry (a callable), or None when its table leaves it NULL."""
-    table = KernelTable()
-    table.struct_size = ctypes.sizeof(KernelTable)
-    get = runtime.lib.kpdrGetKernels
-    get.restype, get.argtypes = ctypes.c_int, [ctypes.POINTER(KernelTable)]
-    runtime.check(get(ctypes.byref(table)))
-    if table.struct_size < ctypes.sizeof(KernelTable) or not table.gemm:
-        return None
-    return GEMM_FUNCTION(table.gemm)
+    return table_entry(runtime, KernelTable, "gemm", GemmArgs)
 
 
 def to_bf16_bits(x):

@@ -9,6 +9,8 @@ import ctypes
 
 import numpy as np
 
+from kpdr_gemm import table_entry
+
 from kpdr_pointwise import MAX_DIMS, NOT_SUPPORTED, INVALID_VALUE, PointwiseArgs, Session, Strides
 
 DTYPE_FLOAT32, DTYPE_BFLOAT16, DTYPE_INT64, DTYPE_INT32 = 0, 2, 4, 5
@@ -41,14 +43,7 @@ class KernelTable(_EarlierTable):
 
 def entry(runtime, name, args_type):
     """The runtime's entry `name` (a callable), or None when its table leaves it NULL."""
-    table = KernelTable()
-    table.struct_size = ctypes.sizeof(KernelTable)
-    get = runtime.lib.kpdrGetKernels
-    get.restype, get.argtypes = ctypes.c_int, [ctypes.POINTER(KernelTable)]
-    runtime.check(get(ctypes.byref(table)))
-    if table.struct_size < ctypes.sizeof(KernelTable) or not getattr(table, name):
-        return None
-    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(args_type), ctypes.c_void_p)(getattr(table, name))
+    return table_entry(runtime, KernelTable, name, args_type)
 
 
 def rows_case(runtime, scatter, table, index, dense=None, accumulate=0, wrap=0, skip=None, index_dtype=np.int64):

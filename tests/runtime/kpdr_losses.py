@@ -9,6 +9,8 @@ import ctypes
 
 import numpy as np
 
+from kpdr_gemm import table_entry
+
 from kpdr_pointwise import MAX_DIMS, KernelTable as _PointwiseTable, Operand, ReduceArgs as _ReduceArgs, Session
 
 DTYPE_FLOAT32, DTYPE_INT64 = 0, 4
@@ -65,14 +67,7 @@ class KernelTable(_PointwiseTable):
 
 def entry(runtime, name, args_type):
     """The runtime's entry `name` (a callable), or None when its table leaves it NULL."""
-    table = KernelTable()
-    table.struct_size = ctypes.sizeof(KernelTable)
-    get = runtime.lib.kpdrGetKernels
-    get.restype, get.argtypes = ctypes.c_int, [ctypes.c_void_p]
-    runtime.check(get(ctypes.byref(table)))
-    if table.struct_size < ctypes.sizeof(KernelTable) or not getattr(table, name):
-        return None
-    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(args_type), ctypes.c_void_p)(getattr(table, name))
+    return table_entry(runtime, KernelTable, name, args_type)
 
 
 def _elements(array):

@@ -8,7 +8,7 @@ import ctypes
 
 import numpy as np
 
-from kpdr_gemm import _EARLIER_ENTRIES
+from kpdr_gemm import _EARLIER_ENTRIES, table_entry
 
 DTYPE_FLOAT32, DTYPE_BOOL = 0, 3
 NOT_SUPPORTED, INVALID_VALUE = 8, 1
@@ -47,14 +47,7 @@ class KernelTable(ctypes.Structure):
 
 def entry(runtime, name, args_type):
     """The runtime's entry `name` (a callable), or None when its table leaves it NULL."""
-    table = KernelTable()
-    table.struct_size = ctypes.sizeof(KernelTable)
-    get = runtime.lib.kpdrGetKernels
-    get.restype, get.argtypes = ctypes.c_int, [ctypes.POINTER(KernelTable)]
-    runtime.check(get(ctypes.byref(table)))
-    if table.struct_size < ctypes.sizeof(KernelTable) or not getattr(table, name):
-        return None
-    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(args_type), ctypes.c_void_p)(getattr(table, name))
+    return table_entry(runtime, KernelTable, name, args_type)
 
 
 def _elements(array):

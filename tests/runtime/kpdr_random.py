@@ -9,6 +9,7 @@ import ctypes
 
 import numpy as np
 
+from kpdr_gemm import table_entry
 from kpdr_pointwise import INVALID_VALUE, NOT_SUPPORTED, Session, Strides
 
 DTYPE_FLOAT32, DTYPE_BFLOAT16, DTYPE_BOOL, DTYPE_INT64, DTYPE_INT32 = 0, 2, 3, 4, 5
@@ -33,14 +34,7 @@ class KernelTable(_EarlierTable):
 
 def entry(runtime):
     """The runtime's random entry (a callable), or None when its table leaves it NULL."""
-    table = KernelTable()
-    table.struct_size = ctypes.sizeof(KernelTable)
-    get = runtime.lib.kpdrGetKernels
-    get.restype, get.argtypes = ctypes.c_int, [ctypes.POINTER(KernelTable)]
-    runtime.check(get(ctypes.byref(table)))
-    if table.struct_size < ctypes.sizeof(KernelTable) or not table.random:
-        return None
-    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(RandomArgs), ctypes.c_void_p)(table.random)
+    return table_entry(runtime, KernelTable, "random", RandomArgs)
 
 
 def philox(counters, seed):
