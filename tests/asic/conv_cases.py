@@ -86,6 +86,14 @@ for dt in DTYPES:
                   dtype=dt, scale=10)
     elif GROUP == "pool":
         check(lambda x: F.max_pool2d(x, 2), r(2, 3, 8, 8), name="max_pool2d 2x2", dtype=dt)
+        check(lambda x: F.avg_pool2d(x, 2), r(2, 3, 8, 8), name="avg_pool2d 2x2", dtype=dt)
+        check(lambda x: F.avg_pool2d(x, 3, stride=2, padding=1), r(2, 3, 9, 7), name="avg_pool2d overlapping windows, padding", dtype=dt)
+        check(lambda x: F.avg_pool2d(x, (3, 2), stride=1, ceil_mode=True), r(3, 8, 7), name="avg_pool2d unbatched ceil_mode", dtype=dt)
+        check(lambda x: F.avg_pool2d(x, 2), r(2, 3, 8, 8), name="avg_pool2d channels_last", dtype=dt, layout=channels_last)
+        check(lambda x: F.adaptive_avg_pool2d(x, (4, 4)), r(2, 3, 8, 8), name="adaptive_avg_pool2d to a divisor", dtype=dt)
+        check(lambda x: F.interpolate(x, scale_factor=2), r(2, 3, 5, 4), name="upsample nearest x2", dtype=dt)
+        check(lambda x: F.interpolate(x, size=(7, 3)), r(2, 3, 5, 4), name="upsample nearest to a size", dtype=dt)
+        check(lambda x: F.interpolate(x, scale_factor=1.5), r(1, 2, 4, 6), name="upsample nearest x1.5", dtype=dt)
         check(lambda x: F.max_pool2d(x, 3, stride=2, padding=1), r(2, 3, 9, 7), name="max_pool2d overlapping windows", dtype=dt)
         check(lambda x: F.max_pool2d(x, (3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2)), r(2, 2, 9, 9), name="max_pool2d dilation", dtype=dt)
         check(lambda x: F.max_pool2d(x, 3, stride=2, ceil_mode=True), r(1, 2, 8, 8), name="max_pool2d ceil_mode", dtype=dt)
@@ -153,6 +161,7 @@ print(json.dumps({"checked": checked, "fallbacks": stats, "layouts": layouts, "e
 
 # The ops this slice makes native: none of them may fall back.
 CONV_OPS = ("aten::im2col", "aten::col2im", "aten::convolution", "aten::convolution_backward", "aten::max_pool2d_with_indices",
+            "aten::avg_pool2d", "aten::avg_pool2d_backward", "aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d_backward", "aten::upsample_nearest2d", "aten::upsample_nearest2d_backward",
             "aten::max_pool2d_with_indices_backward", "aten::native_batch_norm", "aten::native_batch_norm_backward",
             "aten::_native_batch_norm_legit")
 

@@ -30,7 +30,7 @@ def test_convolution_forward_and_backward_match_the_cpu_without_falling_back():
 
 def test_max_pooling_forward_backward_and_indices_match_the_cpu_without_falling_back():
     result = run("pool")
-    assert result["checked"] == 3 * 9
+    assert result["checked"] == 3 * 17
     assert own_fallbacks(result["fallbacks"]) == {}
     assert result["layouts"] == []
 

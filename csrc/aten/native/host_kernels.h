@@ -240,6 +240,9 @@ void register_runtime_tensor_ops(Registrar& r);
 // normal_, uniform_, bernoulli_, random_, exponential_ and native_dropout
 // through the runtime's random entry (runtime_random.cpp).
 void register_runtime_random(Registrar& r);
+// avg_pool2d and upsample_nearest2d with their backward, composed from the
+// im2col, reduce, gather and scatter entries (runtime_resample.cpp).
+void register_runtime_resample(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);
