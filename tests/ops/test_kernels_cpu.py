@@ -175,6 +175,30 @@ def test_rms_norm_of_rows_whose_squares_are_denormal_matches_float_arithmetic(cp
     torch.testing.assert_close(out.float(), signs, atol=0, rtol=2 ** -8)
 
 
+def _rope_in_float(x, cos, sin, interleaved):
+    xf, c, s = x.float(), cos.float()[None, :, None, :], sin.float()[None, :, None, :]
+    out = torch.empty_like(xf)
+    if interleaved:
+        a, b = xf[..., 0::2], xf[..., 1::2]
+        out[..., 0::2], out[..., 1::2] = a * c - b * s, b * c + a * s
+    else:
+        a, b = xf.chunk(2, -1)
+        out = torch.cat([a * c - b * s, b * c + a * s], -1)
+    return out
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bfloat16", "float16"])
+def test_16_bit_rope_with_float32_cos_and_sin_rotates_the_right_pairs(cpu_isa, dtype, interleaved):
+    """cos/sin in float32 while x is 16-bit: at the AVX-512 levels bfloat16 x is loaded as even/odd
+    lanes, and the float32 tables must be laid out in that same order."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 4, 72, dtype=dtype)  # halves of 36: one full chunk and a scalar tail
+    cos, sin = torch.randn(5, 36), torch.randn(5, 36)
+    out = torch.ops.kernel_pytorch.apply_rope(x, cos, sin, interleaved)
+    torch.testing.assert_close(out.float(), _rope_in_float(x, cos, sin, interleaved), atol=3e-2, rtol=2e-2)
+
+
 def test_inputs_are_not_modified():
     x, r, w = torch.randn(3, 40), torch.randn(3, 40), torch.randn(40)
     before = (x.clone(), r.clone(), w.clone())

@@ -5,6 +5,27 @@
 
 namespace kp::cpu::KP_CPU_CAPABILITY {
 
+// cos/sin (of type C) as floats in the lane order of Chunk<T>, the order x's
+// chunks are loaded in, which is C's own only when both types chunk alike
+// (bfloat16 x with float32 cos/sin: pairs against plain lanes).
+template <typename T, typename C>
+void chunk_floats_for(const C* src, float* dst, int64_t n) {
+  if constexpr (Chunk<T>::kPairs == Chunk<C>::kPairs) {
+    chunk_floats(src, dst, n);
+  } else {
+    int64_t i = 0;
+    if constexpr (Chunk<T>::kPairs) {  // even elements, then odd ones, per chunk
+      for (; i + Chunk<T>::kSize <= n; i += Chunk<T>::kSize) {
+        for (int64_t j = 0; j < W; ++j) {
+          dst[i + j] = to_float(src[i + 2 * j]);
+          dst[i + W + j] = to_float(src[i + 2 * j + 1]);
+        }
+      }
+    }
+    for (; i < n; ++i) dst[i] = to_float(src[i]);
+  }
+}
+
 template <typename T, typename C>
 void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) {
   const int64_t half = a.head_dim / 2, d = a.head_dim;
@@ -26,8 +47,8 @@ void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) 
     } else {
       // In the lanes' order of Chunk<T> (chunk_floats), vectorised: per
       // position this is 1/heads of the work.
-      chunk_floats(cp, cf, half);
-      chunk_floats(sp, sf, half);
+      chunk_floats_for<T>(cp, cf, half);
+      chunk_floats_for<T>(sp, sf, half);
       if (a.inverse) {
         for (int64_t i = 0; i < half; ++i) sf[i] = -sf[i];
       }
