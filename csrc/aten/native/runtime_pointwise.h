@@ -26,6 +26,14 @@ bool runtime_fill(at::TensorIteratorBase& iter, double value);
 // dst.copy_(src) on one device through the entry (dtype casts, layout
 // changes); false when it cannot, and the caller copies another way.
 bool runtime_pointwise_copy(const at::Tensor& src, const at::Tensor& dst);
+// A float tensor of my_asic the reduce entry can read (strided, at most
+// KPDR_MAX_DIMS dimensions, no lazy negation or conjugation).
+bool reduce_eligible(const at::Tensor& self);
+// `op` over the dimensions of `mask` into a new contiguous tensor of `out_type`
+// (kLong for ARGMAX/ARGMIN and integer sums; `correction` for VAR/STD);
+// undefined when the entry cannot take the call (runtime_reduce.cpp).
+at::Tensor reduce_into_new(const at::Tensor& self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op,
+                           double correction = 0);
 // The reduced dimensions as a bit mask (all of them when `dims` is empty), or
 // nullopt for an out-of-range or repeated dimension (runtime_reduce.cpp).
 std::optional<uint32_t> reduce_mask(const at::Tensor& self, at::IntArrayRef dims);

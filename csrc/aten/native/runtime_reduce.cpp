@@ -23,38 +23,22 @@ namespace {
 
 using T = const at::Tensor&;
 
-bool eligible(T self) {
+}  // namespace
+
+// (runtime_pointwise.h; runtime_statistics.cpp shares these)
+bool reduce_eligible(T self) {
   return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 &&
          self.layout() == at::kStrided && !self.is_neg() && !self.is_conj() && entry_float(self.scalar_type()) &&
          self.dim() <= KPDR_MAX_DIMS;
 }
 
-}  // namespace
-
-// (runtime_pointwise.h; runtime_statistics.cpp shares it)
-std::optional<uint32_t> reduce_mask(T self, at::IntArrayRef dims) {
-  const int64_t nd = self.dim();
-  if (dims.empty()) return nd == 0 ? 0u : static_cast<uint32_t>((1ull << nd) - 1);
-  uint32_t mask = 0;
-  for (int64_t d : dims) {
-    const int64_t bound = std::max<int64_t>(nd, 1);
-    if (d < -bound || d >= bound) return std::nullopt;
-    const int64_t w = nd == 0 ? 0 : (d < 0 ? d + nd : d);
-    if (nd == 0) continue;  // dim 0 / -1 of a scalar: nothing to reduce
-    if (mask & (1u << w)) return std::nullopt;
-    mask |= 1u << w;
-  }
-  return mask;
-}
-
-namespace {
-
-// Reduces self into a new tensor of `out_type`; undefined when the entry
-// cannot take the call.
-at::Tensor reduce(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op) {
+// op over the dimensions of `mask` into a new tensor of `out_type` (kLong for
+// the arg-reductions and integer sums); undefined when the entry cannot take the call.
+at::Tensor reduce_into_new(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op, double correction) {
   const kpdrKernelTable& kernels = runtime_kernels();
-  const auto out_dtype = entry_dtype(out_type);
-  if (kernels.reduce == nullptr || !entry_float(out_type) || !out_dtype) return at::Tensor();
+  const bool arg = op == KPDR_REDUCE_ARGMAX || op == KPDR_REDUCE_ARGMIN;
+  const bool to_long = arg || (op == KPDR_REDUCE_SUM && out_type == at::kLong);
+  if (kernels.reduce == nullptr || (to_long ? out_type != at::kLong : !entry_float(out_type))) return at::Tensor();
   const int64_t nd = self.dim();
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < nd; ++d) {
@@ -66,8 +50,13 @@ at::Tensor reduce(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, 
   args.op = op;
   args.ndim = static_cast<int32_t>(nd);
   args.reduce_mask = mask;
-  args.in_dtype = *entry_dtype(self.scalar_type());
-  args.out_dtype = *out_dtype;
+  switch (self.scalar_type()) {
+    case at::kLong: args.in_dtype = KPDR_DTYPE_INT64; break;
+    case at::kInt: args.in_dtype = KPDR_DTYPE_INT32; break;
+    default: args.in_dtype = *entry_dtype(self.scalar_type());
+  }
+  args.out_dtype = to_long ? KPDR_DTYPE_INT64 : *entry_dtype(out_type);
+  args.correction = correction;
   int64_t j = 0;
   for (int64_t d = 0; d < nd; ++d) {
     args.sizes[d] = self.size(d);
@@ -86,6 +75,23 @@ at::Tensor reduce(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, 
   return result;
 }
 
+std::optional<uint32_t> reduce_mask(T self, at::IntArrayRef dims) {
+  const int64_t nd = self.dim();
+  if (dims.empty()) return nd == 0 ? 0u : static_cast<uint32_t>((1ull << nd) - 1);
+  uint32_t mask = 0;
+  for (int64_t d : dims) {
+    const int64_t bound = std::max<int64_t>(nd, 1);
+    if (d < -bound || d >= bound) return std::nullopt;
+    const int64_t w = nd == 0 ? 0 : (d < 0 ? d + nd : d);
+    if (nd == 0) continue;  // dim 0 / -1 of a scalar: nothing to reduce
+    if (mask & (1u << w)) return std::nullopt;
+    mask |= 1u << w;
+  }
+  return mask;
+}
+
+namespace {
+
 template <int32_t op>
 struct SumMean {
   static at::Tensor functional(T self, at::OptionalIntArrayRef dim, bool keepdim,
@@ -94,9 +100,9 @@ struct SumMean {
       at::Tensor r = runtime_integer_sum(self, dim, keepdim, dtype);
       if (r.defined()) return r;
     }
-    if (eligible(self)) {
+    if (reduce_eligible(self)) {
       if (auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}))) {
-        at::Tensor r = reduce(self, *mask, keepdim, dtype.value_or(self.scalar_type()), op);
+        at::Tensor r = reduce_into_new(self, *mask, keepdim, dtype.value_or(self.scalar_type()), op);
         if (r.defined()) return r;
       }
     }
@@ -108,12 +114,12 @@ struct SumMean {
 template <int32_t op>
 struct Extreme {  // amax / amin: no identity, so empty reductions raise (fallback)
   static at::Tensor functional(T self, at::IntArrayRef dim, bool keepdim) {
-    if (eligible(self)) {
+    if (reduce_eligible(self)) {
       if (auto mask = reduce_mask(self, dim)) {
         bool empty = false;
         for (int64_t d = 0; d < self.dim(); ++d) empty = empty || ((*mask & (1u << d)) && self.size(d) == 0);
         if (!empty) {
-          at::Tensor r = reduce(self, *mask, keepdim, self.scalar_type(), op);
+          at::Tensor r = reduce_into_new(self, *mask, keepdim, self.scalar_type(), op);
           if (r.defined()) return r;
         }
       }

@@ -25,66 +25,17 @@ namespace {
 
 using T = const at::Tensor&;
 
-bool eligible(T self) {
-  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 &&
-         self.layout() == at::kStrided && !self.is_neg() && !self.is_conj() && entry_float(self.scalar_type()) &&
-         self.dim() <= KPDR_MAX_DIMS;
-}
-
-// op over the dimensions of `mask` into a new tensor of `out_type` (kLong for
-// the arg-reductions and integer sums); undefined when the entry cannot take the call.
-at::Tensor reduce(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op, double correction = 0) {
-  const kpdrKernelTable& kernels = runtime_kernels();
-  const bool arg = op == KPDR_REDUCE_ARGMAX || op == KPDR_REDUCE_ARGMIN;
-  const bool to_long = arg || (op == KPDR_REDUCE_SUM && out_type == at::kLong);
-  if (kernels.reduce == nullptr || (to_long ? out_type != at::kLong : !entry_float(out_type))) return at::Tensor();
-  const int64_t nd = self.dim();
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < nd; ++d) {
-    if (!(mask & (1u << d))) shape.push_back(self.size(d));
-    else if (keepdim) shape.push_back(1);
-  }
-  at::Tensor result = at::empty(shape, self.options().dtype(out_type));
-  kpdrReduceArgs args{};
-  args.op = op;
-  args.ndim = static_cast<int32_t>(nd);
-  args.reduce_mask = mask;
-  switch (self.scalar_type()) {
-    case at::kLong: args.in_dtype = KPDR_DTYPE_INT64; break;
-    case at::kInt: args.in_dtype = KPDR_DTYPE_INT32; break;
-    default: args.in_dtype = *entry_dtype(self.scalar_type());
-  }
-  args.out_dtype = to_long ? KPDR_DTYPE_INT64 : *entry_dtype(out_type);
-  args.correction = correction;
-  int64_t j = 0;
-  for (int64_t d = 0; d < nd; ++d) {
-    args.sizes[d] = self.size(d);
-    args.in_strides[d] = self.stride(d);
-    const bool reduced = mask & (1u << d);
-    if (!reduced || keepdim) {
-      args.out_strides[d] = reduced ? 0 : result.stride(j);
-      ++j;
-    }
-  }
-  c10::DeviceGuard guard(self.device());
-  if (result.numel() == 0) return result;
-  args.in = self.numel() > 0 ? self.const_data_ptr() : nullptr;
-  args.out = result.mutable_data_ptr();
-  if (!launch_kernel(kernels.reduce, args, current_stream(self.device().index()))) return at::Tensor();
-  return result;
-}
-
 template <int32_t op>
 struct Arg {
   static at::Tensor functional(T self, std::optional<int64_t> dim, bool keepdim) {
-    if (eligible(self)) {
+    if (reduce_eligible(self)) {
       std::optional<uint32_t> mask;
       if (dim.has_value()) mask = reduce_mask(self, {*dim});
       else if (self.numel() > 0) mask = reduce_mask(self, {});  // every dim: the flattened index
       bool empty = false;
       for (int64_t d = 0; mask && d < self.dim(); ++d) empty = empty || ((*mask & (1u << d)) && self.size(d) == 0);
       if (mask && !empty) {
-        at::Tensor r = reduce(self, *mask, keepdim, at::kLong, op);
+        at::Tensor r = reduce_into_new(self, *mask, keepdim, at::kLong, op);
         if (r.defined()) return r;
       }
     }
@@ -98,11 +49,11 @@ struct Arg {
 template <int32_t value_op, int32_t index_op>
 struct ExtremeWithIndex {
   static std::tuple<at::Tensor, at::Tensor> functional(T self, int64_t dim, bool keepdim) {
-    if (eligible(self) && self.dim() > 0) {
+    if (reduce_eligible(self) && self.dim() > 0) {
       auto mask = reduce_mask(self, {dim});
       if (mask && self.size(at::maybe_wrap_dim(dim, self.dim())) > 0) {
-        at::Tensor values = reduce(self, *mask, keepdim, self.scalar_type(), value_op);
-        at::Tensor indices = values.defined() ? reduce(self, *mask, keepdim, at::kLong, index_op) : values;
+        at::Tensor values = reduce_into_new(self, *mask, keepdim, self.scalar_type(), value_op);
+        at::Tensor indices = values.defined() ? reduce_into_new(self, *mask, keepdim, at::kLong, index_op) : values;
         if (indices.defined()) return {values, indices};
       }
     }
@@ -123,7 +74,7 @@ struct AnyAll {
     auto mask = reduce_mask(self, dims);
     if (!mask) return std::nullopt;
     const at::Tensor truth = self.scalar_type() == at::kBool ? self : self.ne(0);
-    at::Tensor r = reduce(truth, *mask, keepdim, at::kFloat, is_any ? KPDR_REDUCE_AMAX : KPDR_REDUCE_AMIN);
+    at::Tensor r = reduce_into_new(truth, *mask, keepdim, at::kFloat, is_any ? KPDR_REDUCE_AMAX : KPDR_REDUCE_AMIN);
     if (!r.defined()) return std::nullopt;
     return r.ne(0);
   }
@@ -148,19 +99,19 @@ using OptScalar = const std::optional<at::Scalar>&;
 at::Tensor vector_norm(T self, const at::Scalar& ord, OptDims dim, bool keepdim,
                        std::optional<at::ScalarType> dtype) {
   const at::ScalarType out_type = dtype.value_or(self.scalar_type());
-  if (eligible(self) && entry_float(out_type) && !ord.isComplex() && self.numel() > 0) {
+  if (reduce_eligible(self) && entry_float(out_type) && !ord.isComplex() && self.numel() > 0) {
     const double p = ord.toDouble();
     const auto dims = dim.value_or(at::IntArrayRef{});
     const at::Tensor x = self.scalar_type() == at::kFloat ? self : self.to(at::kFloat);
     if (auto mask = reduce_mask(x, dims)) {
       at::Tensor r;
       if (p == 2.0) {
-        r = reduce(x * x, *mask, keepdim, at::kFloat, KPDR_REDUCE_SUM);
+        r = reduce_into_new(x * x, *mask, keepdim, at::kFloat, KPDR_REDUCE_SUM);
         if (r.defined()) r = r.sqrt();
       } else if (p == 1.0) {
-        r = reduce(x.abs(), *mask, keepdim, at::kFloat, KPDR_REDUCE_SUM);
+        r = reduce_into_new(x.abs(), *mask, keepdim, at::kFloat, KPDR_REDUCE_SUM);
       } else if (std::isinf(p)) {
-        r = reduce(x.abs(), *mask, keepdim, at::kFloat, p > 0 ? KPDR_REDUCE_AMAX : KPDR_REDUCE_AMIN);
+        r = reduce_into_new(x.abs(), *mask, keepdim, at::kFloat, p > 0 ? KPDR_REDUCE_AMAX : KPDR_REDUCE_AMIN);
       }
       if (r.defined()) return out_type == at::kFloat ? r : r.to(out_type);
     }
@@ -179,11 +130,11 @@ std::optional<double> correction_of(OptScalar correction) {
 template <int32_t op>
 struct Moment {
   static at::Tensor functional(T self, OptDims dim, OptScalar correction, bool keepdim) {
-    if (eligible(self)) {
+    if (reduce_eligible(self)) {
       auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
       auto c = correction_of(correction);
       if (mask && c) {
-        at::Tensor r = reduce(self, *mask, keepdim, self.scalar_type(), op, *c);
+        at::Tensor r = reduce_into_new(self, *mask, keepdim, self.scalar_type(), op, *c);
         if (r.defined()) return r;
       }
     }
@@ -191,12 +142,12 @@ struct Moment {
                                                                     dim, correction, keepdim);
   }
   static std::tuple<at::Tensor, at::Tensor> with_mean(T self, OptDims dim, OptScalar correction, bool keepdim) {
-    if (eligible(self)) {
+    if (reduce_eligible(self)) {
       auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
       auto c = correction_of(correction);
       if (mask && c) {
-        at::Tensor v = reduce(self, *mask, keepdim, self.scalar_type(), op, *c);
-        at::Tensor m = v.defined() ? reduce(self, *mask, keepdim, self.scalar_type(), KPDR_REDUCE_MEAN) : v;
+        at::Tensor v = reduce_into_new(self, *mask, keepdim, self.scalar_type(), op, *c);
+        at::Tensor m = v.defined() ? reduce_into_new(self, *mask, keepdim, self.scalar_type(), KPDR_REDUCE_MEAN) : v;
         if (m.defined()) return {v, m};
       }
     }
@@ -216,14 +167,14 @@ bool into(const at::Tensor& result, const at::Tensor& out) {
 }
 
 bool out_ok(T self, T out) {
-  return eligible(self) && out.device() == self.device() && out.layout() == at::kStrided &&
+  return reduce_eligible(self) && out.device() == self.device() && out.layout() == at::kStrided &&
          entry_float(out.scalar_type());
 }
 
 at::Tensor& sum_out(T self, OptDims dim, bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   if (out_ok(self, out) && (!dtype || *dtype == out.scalar_type())) {
     if (auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}))) {
-      if (into(reduce(self, *mask, keepdim, out.scalar_type(), KPDR_REDUCE_SUM), out)) return out;
+      if (into(reduce_into_new(self, *mask, keepdim, out.scalar_type(), KPDR_REDUCE_SUM), out)) return out;
     }
   }
   return run_on_fallback<at::Tensor&, T, OptDims, bool, std::optional<at::ScalarType>, at::Tensor&>(
@@ -233,7 +184,7 @@ at::Tensor& sum_out(T self, OptDims dim, bool keepdim, std::optional<at::ScalarT
 at::Tensor& mean_out(T self, OptDims dim, bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
   if (out_ok(self, out) && (!dtype || *dtype == out.scalar_type())) {
     if (auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}))) {
-      if (into(reduce(self, *mask, keepdim, out.scalar_type(), KPDR_REDUCE_MEAN), out)) return out;
+      if (into(reduce_into_new(self, *mask, keepdim, out.scalar_type(), KPDR_REDUCE_MEAN), out)) return out;
     }
   }
   return run_on_fallback<at::Tensor&, T, OptDims, bool, std::optional<at::ScalarType>, at::Tensor&>(
@@ -247,7 +198,7 @@ struct ExtremeOut {
       auto mask = reduce_mask(self, dim);
       bool empty = false;
       for (int64_t d = 0; mask && d < self.dim(); ++d) empty = empty || ((*mask & (1u << d)) && self.size(d) == 0);
-      if (mask && !empty && into(reduce(self, *mask, keepdim, self.scalar_type(), op), out)) return out;
+      if (mask && !empty && into(reduce_into_new(self, *mask, keepdim, self.scalar_type(), op), out)) return out;
     }
     return run_on_fallback<at::Tensor&, T, at::IntArrayRef, bool, at::Tensor&>(
         reinterpret_cast<const void*>(&out_form), self, dim, keepdim, out);
@@ -265,7 +216,7 @@ at::Tensor runtime_integer_sum(const at::Tensor& self, at::OptionalIntArrayRef d
     return at::Tensor();
   }
   auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
-  return mask ? reduce(self, *mask, keepdim, at::kLong, KPDR_REDUCE_SUM) : at::Tensor();
+  return mask ? reduce_into_new(self, *mask, keepdim, at::kLong, KPDR_REDUCE_SUM) : at::Tensor();
 }
 
 void register_runtime_statistics(Registrar& r) {
