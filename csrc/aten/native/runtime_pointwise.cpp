@@ -453,11 +453,13 @@ struct Clamp {
   }
   static at::Tensor run(at::TensorBase out, T self, const std::optional<at::Scalar>& lo,
                         const std::optional<at::Scalar>& hi) {
-    const auto b = bounds(lo, hi);
-    if (!b || (lo && !lo->isFloatingPoint() && !lo->isIntegral(false)) ||
+    // Real numbers only (bool and complex bounds: the fallback keeps ATen's behaviour).
+    if ((lo && !lo->isFloatingPoint() && !lo->isIntegral(false)) ||
         (hi && !hi->isFloatingPoint() && !hi->isIntegral(false))) {
       return at::Tensor();
     }
+    const auto b = bounds(lo, hi);
+    if (!b) return at::Tensor();
     return with_scalars(out, self, {b->first, b->second}, KPDR_POINTWISE_CLAMP, 1.0);
   }
   static at::Tensor functional(T self, const std::optional<at::Scalar>& lo, const std::optional<at::Scalar>& hi) {
