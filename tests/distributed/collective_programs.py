@@ -156,4 +156,27 @@ def every_collective(rank, world):
     dist.all_reduce(cpu)
     out["cpu_tensor_through_gloo"] = cpu.tolist()
     dist.destroy_process_group()
+    out["gloo_worker_threads_after_destroy"] = _gloo_worker_threads()
     return out
+
+
+def _gloo_worker_threads():
+    """How many of gloo's worker threads ("pt_gloo_runloop") this process still runs; None off Linux.
+
+    A process group that outlives destroy_process_group keeps them, and one of
+    them may then drop a finished collective's tensors, which takes the GIL,
+    while the interpreter is exiting: CPython ends the thread mid-unwind and
+    the process aborts ("terminate called without an active exception").
+    """
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    count = 0
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                count += f.read().strip() == "pt_gloo_runloop"
+        except OSError:
+            continue  # the thread ended meanwhile
+    return count

@@ -162,3 +162,11 @@ def test_barrier_and_cpu_tensors_in_the_same_group(group):
     for rank, world, res in each_rank(group):
         assert res["barrier"] is True
         assert res["cpu_tensor_through_gloo"] == [world * (world + 1) / 2] * 2
+
+
+def test_destroy_process_group_stops_the_transports_threads(group):
+    # Checked after every collective ran: none of them may keep a process
+    # group alive (e.g. by importing torch._dynamo, which holds on to it).
+    for rank, _, res in each_rank(group):
+        if res["gloo_worker_threads_after_destroy"] is not None:
+            assert res["gloo_worker_threads_after_destroy"] == 0, rank

@@ -19,6 +19,8 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/IndexingUtils.h>
+#include <ATen/native/TensorShape.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
@@ -537,15 +539,51 @@ bool cat_into(const std::vector<at::Tensor>& inputs, int64_t dim, at::Tensor& re
   return true;
 }
 
-// The result ATen's meta function gives for these inputs (shape, dtype,
-// memory format), or nullopt; it raises ATen's errors for bad inputs.
-at::Tensor cat_meta(const std::vector<at::Tensor>& inputs, int64_t dim) {
-  std::vector<at::Tensor> metas;
-  metas.reserve(inputs.size());
+// The result ATen's cat gives (sizes, dtype, memory format), following its
+// meta function (legacy 1-D empty inputs skipped, dtypes promoted, a memory
+// format kept only when every input suggests it); nullopt for inputs ATen
+// rejects, which the CPU fallback then reports with ATen's own errors.
+// Computed here, not on meta tensors: cat's meta kernel is Python
+// (torch._meta_registrations), which costs ~90 us and the GIL per call, and
+// its first call imports torch._dynamo.
+struct CatShape {
+  std::vector<int64_t> sizes;
+  at::ScalarType dtype;
+  at::MemoryFormat format;
+};
+
+std::optional<CatShape> cat_shape(const std::vector<at::Tensor>& inputs, int64_t dim) {
+  const at::Tensor* first = nullptr;  // the first input not skipped
   for (const at::Tensor& t : inputs) {
-    metas.push_back(at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)));
+    if (t.dim() == 0) return std::nullopt;
+    if (first == nullptr && !at::native::cat_should_skip_tensor(t)) first = &t;
   }
-  return at::cat(metas, dim);
+  CatShape shape{{0}, at::native::result_type(inputs), at::MemoryFormat::Contiguous};
+  std::optional<at::MemoryFormat> format;
+  for (const at::Tensor& t : inputs) {
+    const at::MemoryFormat f = t.suggest_memory_format();
+    if (f == at::MemoryFormat::Contiguous || (format && *format != f)) {
+      format = at::MemoryFormat::Contiguous;
+      break;
+    }
+    format = f;
+  }
+  shape.format = format.value_or(at::MemoryFormat::Contiguous);
+  if (first == nullptr) return shape;  // only legacy empty inputs: a 1-D empty result
+  const int64_t rank = first->dim();
+  if (dim < -rank || dim >= rank) return std::nullopt;
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  shape.sizes = first->sizes().vec();
+  shape.sizes[d] = 0;
+  for (const at::Tensor& t : inputs) {
+    if (at::native::cat_should_skip_tensor(t)) continue;
+    if (t.dim() != rank) return std::nullopt;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (i != d && t.size(i) != first->size(i)) return std::nullopt;
+    }
+    shape.sizes[d] += t.size(d);
+  }
+  return shape;
 }
 
 at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
@@ -556,10 +594,11 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
     bool same = true;
     for (const at::Tensor& t : inputs) same = same && on_device(t, device) && entry_dtype(t.scalar_type());
     if (same) {
-      const at::Tensor meta = cat_meta(inputs, dim);
-      c10::DeviceGuard guard(device);
-      at::Tensor result = at::empty_strided(meta.sizes(), meta.strides(), meta.options().device(device));
-      if (cat_into(inputs, dim, result)) return result;
+      if (const std::optional<CatShape> shape = cat_shape(inputs, dim)) {
+        c10::DeviceGuard guard(device);
+        at::Tensor result = at::empty(shape->sizes, inputs[0].options().dtype(shape->dtype).memory_format(shape->format));
+        if (result.numel() == 0 || cat_into(inputs, dim, result)) return result;
+      }
     }
   }
   return run_on_fallback<at::Tensor, const at::ITensorListRef&, int64_t>(key(&cat), tensors, dim);

@@ -6,9 +6,12 @@
 // which also raises ATen's errors.
 #include <ATen/ATen.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/Dispatch.h>
+#include <ATen/native/RangeUtils.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <array>
 #include <limits>
 
 #include "core/core.h"
@@ -160,11 +163,18 @@ struct Triangle {
 // ---- arange -------------------------------------------------------------------
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
-  if (device_tensor(out) && !start.isComplex() && !end.isComplex() && !step.isComplex()) {
-    // ATen's own checks and length, on a meta tensor of out's dtype.
-    at::Tensor meta = at::empty({0}, out.options().device(at::kMeta));
-    at::arange_out(meta, start, end, step);
-    at::native::resize_output(out, meta.sizes());
+  const at::ScalarType dtype = out.scalar_type();
+  const bool real = at::isIntegralType(dtype, /*includeBool=*/false) || dtype == at::kFloat || dtype == at::kDouble ||
+                    dtype == at::kHalf || dtype == at::kBFloat16;
+  if (device_tensor(out) && real && !start.isComplex() && !end.isComplex() && !step.isComplex()) {
+    // ATen's own checks and length for out's dtype (its meta kernel for
+    // arange is Python: slow, and its first call imports torch._dynamo).
+    int64_t length = -1;
+    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "arange_out", [&] {
+      length = at::native::compute_arange_size<scalar_t>(start, end, step);
+    });
+    const std::array<int64_t, 1> shape{length};
+    at::native::resize_output(out, shape);
     const bool integer = at::isIntegralType(out.scalar_type(), /*includeBool=*/false);
     const at::Tensor first = number(start, integer ? at::kLong : at::kDouble);
     at::TensorIterator iter = at::TensorIteratorConfig()

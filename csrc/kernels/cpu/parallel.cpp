@@ -16,6 +16,8 @@
 //
 // The torch extension installs its own parallel_for (set_parallel_for), which
 // calls pool_parallel_for with torch's thread count.
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -125,6 +127,9 @@ class ThreadPool {
   }
 
   void work(int index) {
+    #if defined(__linux__)
+  pthread_setname_np(pthread_self(), "kp_cpu_pool");
+#endif
     uint64_t seen = 0;
     bool took_part = false;
     for (;;) {

@@ -1,5 +1,7 @@
 #include "stream.h"
 
+#include <pthread.h>
+
 #include <string>
 #include <system_error>
 #include <utility>
@@ -71,6 +73,10 @@ void Stream::shut_down() {
 }
 
 void Stream::run_worker() {
+  // Named so a debugger or /proc tells it apart (it would inherit its creator's name).
+  #if defined(__linux__)
+  pthread_setname_np(pthread_self(), "myasic_stream");
+#endif
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (queue_.empty() && !stopping_) {
