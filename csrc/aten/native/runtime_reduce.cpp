@@ -13,6 +13,7 @@
 
 #include <bitset>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "core/core.h"
@@ -151,6 +152,19 @@ struct Extreme {  // amax / amin (and max() / min()): no identity, so empty redu
   }
 };
 
+// aminmax: the two extremes, each one reduction (ATen's multinomial checks
+// its probabilities with it).
+std::tuple<at::Tensor, at::Tensor> aminmax(T self, std::optional<int64_t> dim, bool keepdim) {
+  const std::vector<int64_t> dims = dim.has_value() ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+  if (!dim.has_value() || self.dim() > 0) {  // (a 0-dim tensor with a dim: ATen's rules, through the fallback)
+    at::Tensor low = Extreme<KPDR_REDUCE_AMIN>::native(self, dims, keepdim);
+    at::Tensor high = low.defined() ? Extreme<KPDR_REDUCE_AMAX>::native(self, dims, keepdim) : low;
+    if (high.defined()) return {low, high};
+  }
+  return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, std::optional<int64_t>, bool>(
+      reinterpret_cast<const void*>(&aminmax), self, dim, keepdim);
+}
+
 }  // namespace
 
 void register_runtime_reduce(Registrar& r) {
@@ -161,6 +175,7 @@ void register_runtime_reduce(Registrar& r) {
   r.impl("amin", TORCH_FN(Extreme<KPDR_REDUCE_AMIN>::functional));
   r.impl("max", TORCH_FN(Extreme<KPDR_REDUCE_AMAX>::all));
   r.impl("min", TORCH_FN(Extreme<KPDR_REDUCE_AMIN>::all));
+  r.impl("aminmax", TORCH_FN(aminmax));
 }
 
 }  // namespace kernel_pytorch::native

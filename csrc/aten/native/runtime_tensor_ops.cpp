@@ -273,6 +273,20 @@ at::Tensor isin_tensor_scalar(T elements, const at::Scalar& test_element, bool a
                                                                        test_element, assume_unique, invert);
 }
 
+// ---- _assert_async --------------------------------------------------------------
+
+// torch._assert_async (ATen's multinomial checks its probabilities with it):
+// reads the one value back, as the CPU does, and raises the message when it
+// is zero. (CUDA raises from the device later; a host check is exact.)
+void assert_async_msg(T self, c10::string_view message) {
+  TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+  TORCH_CHECK(self.item<bool>(), message);
+}
+
+void assert_async(T self) {
+  assert_async_msg(self, "Expected Tensor with single nonzero value, but got zero");
+}
+
 }  // namespace
 
 void register_runtime_tensor_ops(Registrar& r) {
@@ -290,6 +304,8 @@ void register_runtime_tensor_ops(Registrar& r) {
   r.impl("triu.out", TORCH_FN(Triangle<KPDR_POINTWISE_TRIU>::out));
   r.impl("arange.start_out", TORCH_FN(arange_out));
   r.impl("linspace.out", TORCH_FN(linspace_out));
+  r.impl("_assert_async", TORCH_FN(assert_async));
+  r.impl("_assert_async.msg", TORCH_FN(assert_async_msg));
   if (runtime_kernels().reduce != nullptr) {  // any() through the integer sum
     r.impl("isin.Tensor_Tensor", TORCH_FN(isin_tensor_tensor));
     r.impl("isin.Tensor_Scalar", TORCH_FN(isin_tensor_scalar));
