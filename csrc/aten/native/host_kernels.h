@@ -243,6 +243,9 @@ void register_runtime_random(Registrar& r);
 // avg_pool2d and upsample_nearest2d with their backward, composed from the
 // im2col, reduce, gather and scatter entries (runtime_resample.cpp).
 void register_runtime_resample(Registrar& r);
+// native_group_norm_backward composed from pointwise ops and reductions
+// (runtime_group_norm.cpp).
+void register_runtime_group_norm(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);
