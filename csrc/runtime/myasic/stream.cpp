@@ -14,7 +14,9 @@ namespace myasic {
 
 Stream::~Stream() { shut_down(); }
 
-kpdrError_t Stream::enqueue(Work work) {
+kpdrError_t Stream::enqueue(Work work) { return enqueue_item(Item{std::move(work), nullptr}); }
+
+kpdrError_t Stream::enqueue_item(Item item) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) {
@@ -29,7 +31,7 @@ kpdrError_t Stream::enqueue(Work work) {
                     std::string("could not start the stream's worker thread: ") + error.what());
       }
     }
-    queue_.push_back(std::move(work));
+    queue_.push_back(std::move(item));
     pending_.fetch_add(1, std::memory_order_relaxed);
   }
   work_available_.notify_one();
@@ -45,7 +47,7 @@ kpdrError_t Stream::record(const std::shared_ptr<EventMarker>& marker) {
       return KPDR_SUCCESS;
     }
   }
-  return enqueue([marker] { marker->complete(); });
+  return enqueue_item(Item{nullptr, marker});
 }
 
 void Stream::synchronize() {
@@ -54,8 +56,10 @@ void Stream::synchronize() {
   for (;;) {
     bool helped = false;
     if (!kp::spin_until([&] { return is_idle() || (helped = kp::help_parallel_region()); })) break;
-    if (!helped) return;  // idle
+    if (!helped) break;  // idle
   }
+  // Past the worker's last critical section, so the markers it completed
+  // there (after dropping the count this loop saw reach 0) are complete too.
   std::unique_lock<std::mutex> lock(mutex_);
   became_idle_.wait(lock, [this] { return pending_.load(std::memory_order_relaxed) == 0; });
 }
@@ -74,7 +78,7 @@ void Stream::shut_down() {
 
 void Stream::run_worker() {
   // Named so a debugger or /proc tells it apart (it would inherit its creator's name).
-  #if defined(__linux__)
+#if defined(__linux__)
   pthread_setname_np(pthread_self(), "myasic_stream");
 #endif
   std::unique_lock<std::mutex> lock(mutex_);
@@ -87,15 +91,19 @@ void Stream::run_worker() {
     }
     work_available_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping_ and fully drained
-    Work work = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     lock.unlock();
-    work();
-    work = nullptr;  // release captured buffers before reporting completion
+    if (item.work) item.work();
+    item.work = nullptr;  // release captured buffers before reporting completion
     lock.lock();
     // Release pairs with the acquire in is_idle(): whoever sees 0 also sees
-    // the bytes this work wrote.
-    if (pending_.fetch_sub(1, std::memory_order_release) == 1) became_idle_.notify_all();
+    // the bytes this work wrote. The marker completes after the count drops
+    // (an event seen complete implies its stream's earlier items are counted
+    // out) and inside this critical section (synchronize() passes through it).
+    const bool idle = pending_.fetch_sub(1, std::memory_order_release) == 1;
+    if (item.marker) item.marker->complete();
+    if (idle) became_idle_.notify_all();
   }
 }
 

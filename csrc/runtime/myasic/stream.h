@@ -52,7 +52,16 @@ class Stream {
   mutable std::mutex mutex_;
   std::condition_variable work_available_;
   std::condition_variable became_idle_;
-  std::deque<Work> queue_;          // guarded by mutex_
+  // An item runs `work` (may be empty) and then, with the stream's count of
+  // pending items already dropped, completes `marker` (may be null): whoever
+  // sees the event complete sees the stream idle too when nothing followed it.
+  struct Item {
+    Work work;
+    std::shared_ptr<EventMarker> marker;
+  };
+  kpdrError_t enqueue_item(Item item);
+
+  std::deque<Item> queue_;          // guarded by mutex_
   bool stopping_ = false;           // guarded by mutex_
   std::thread worker_;              // guarded by mutex_
   // Queued plus running items; modified under mutex_, read lock-free.
