@@ -325,6 +325,14 @@ typedef enum kpdrPointwiseOp {
   KPDR_POINTWISE_LOG1P = 19,
   KPDR_POINTWISE_EXPM1 = 20,
   KPDR_POINTWISE_LOG_SIGMOID = 21, /* min(x0, 0) - log1p(exp(-|x0|)) */
+  KPDR_POINTWISE_ERF = 22,
+  KPDR_POINTWISE_FLOOR = 23,       /* [int] (integers: x0) */
+  KPDR_POINTWISE_CEIL = 24,        /* [int] */
+  KPDR_POINTWISE_ROUND = 25,       /* [int] halves to even */
+  KPDR_POINTWISE_TRUNC = 26,       /* [int] */
+  KPDR_POINTWISE_HARDSWISH = 27,   /* x0 * min(max(x0 + 3, 0), 6) / 6 */
+  KPDR_POINTWISE_MISH = 28,        /* x0 * tanh(log1p(exp(x0))) */
+  KPDR_POINTWISE_LEAKY_RELU = 29,  /* x0 > 0 ? x0 : x0 * alpha (alpha = negative_slope) */
   /* binary: out = f(x0, x1) */
   KPDR_POINTWISE_ADD = 32,        /* [int] x0 + alpha * x1 */
   KPDR_POINTWISE_SUB = 33,        /* [int] x0 - alpha * x1 */
@@ -341,6 +349,7 @@ typedef enum kpdrPointwiseOp {
   KPDR_POINTWISE_LERP = 44,       /* x0 + alpha * (x1 - x0) (as ATen: from x1's side for alpha >= 0.5) */
   KPDR_POINTWISE_LOGICAL_AND = 45, /* [int] x0 != 0 && x1 != 0 */
   KPDR_POINTWISE_LOGICAL_OR = 46,  /* [int] x0 != 0 || x1 != 0 */
+  KPDR_POINTWISE_HARDSWISH_BACKWARD = 47, /* x1 <= -3 ? 0 : x1 < 3 ? x0 * (x1 / 3 + 0.5) : x0 (x0 the gradient, x1 the input) */
   /* backward of the activations: x0 is the incoming gradient */
   KPDR_POINTWISE_THRESHOLD_BACKWARD = 48, /* x1 <= alpha ? 0 : x0 (relu: x1 its input or output) */
   KPDR_POINTWISE_SIGMOID_BACKWARD = 49,   /* x0 * x1 * (1 - x1), x1 = sigmoid's output */
@@ -353,6 +362,11 @@ typedef enum kpdrPointwiseOp {
   KPDR_POINTWISE_BITWISE_XOR = 56,        /* [int] x0 ^ x1 */
   KPDR_POINTWISE_SOFTPLUS = 57,           /* x0 * alpha > x1 ? x0 : log1p(exp(x0 * alpha)) / alpha (alpha = beta, x1 = threshold) */
   KPDR_POINTWISE_LOG_SIGMOID_BACKWARD = 58, /* x0 * sigmoid(-x1), x1 = log_sigmoid's input */
+  KPDR_POINTWISE_ATAN2 = 59,              /* atan2(x0, x1) */
+  KPDR_POINTWISE_FMOD = 60,               /* fmod(x0, x1): the sign of x0 */
+  KPDR_POINTWISE_REMAINDER = 61,          /* m = fmod(x0, x1), plus x1 when m != 0 and its sign differs from x1's */
+  KPDR_POINTWISE_LEAKY_RELU_BACKWARD = 62, /* x1 > 0 ? x0 : x0 * alpha (x1 the input or, alpha >= 0, the output) */
+  KPDR_POINTWISE_XLOGY = 63,              /* x1 NaN ? NaN : x0 == 0 ? 0 : x0 * log(x1) */
   /* ternary: out = f(x0, x1, x2) */
   KPDR_POINTWISE_WHERE = 64,      /* [int] x0 != 0 ? x1 : x2 */
   KPDR_POINTWISE_ADDCMUL = 65,    /* x0 + alpha * x1 * x2 */

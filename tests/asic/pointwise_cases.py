@@ -16,7 +16,9 @@ ROUTED_OPS = (
     "addcmul", "addcmul_", "addcdiv", "addcdiv_", "sum", "mean", "amax", "amin",
     "mse_loss", "mse_loss_backward", "log1p", "log1p_", "expm1", "expm1_", "clamp", "clamp_", "clamp_min",
     "clamp_min_", "clamp_max", "clamp_max_", "softplus", "softplus_backward", "log_sigmoid_forward",
-    "log_sigmoid_backward", "max", "min",
+    "log_sigmoid_backward", "max", "min", "erf", "erf_", "floor", "floor_", "ceil", "round", "trunc", "hardswish",
+    "hardswish_backward", "mish", "leaky_relu", "leaky_relu_", "leaky_relu_backward", "isnan", "atan2", "fmod",
+    "remainder", "xlogy",
 )
 
 SCRIPT = r'''
@@ -175,7 +177,29 @@ for dt in DTYPES:
     check(lambda a, b: F.binary_cross_entropy_with_logits(a, b), r(9, 17), torch.rand(9, 17).to(dt),
           name="binary_cross_entropy_with_logits")
     check(grad_of(torch.log1p), pos(9, 17), name="log1p backward")
+    # rounding (halves to even), erf and more activations with their backward
+    edges = torch.tensor([[0.5, 1.5, 2.5, -0.5, -2.5, 3.0], [-3.0, 2.9, -2.9, 0.0, float("nan"), 1e6]]).to(dt)
+    for name, fn in (("erf", torch.erf), ("floor", torch.floor), ("ceil", torch.ceil), ("round", torch.round),
+                     ("trunc", torch.trunc), ("hardswish", F.hardswish), ("mish", F.mish), ("leaky_relu", F.leaky_relu),
+                     ("leaky_relu 0.2", lambda t: F.leaky_relu(t, 0.2)), ("isnan", torch.isnan)):
+        check(fn, edges, name=f"{name} edges")
+        check(fn, r(9, 17) * 4, name=name)
+    check(lambda t: t.clone().floor_(), r(9, 17) * 4, name="floor_")
+    check(lambda t: F.leaky_relu(t.clone(), 0.1, inplace=True), r(9, 17), name="leaky_relu_")
+    for name, fn in (("hardswish", F.hardswish), ("mish", F.mish), ("leaky_relu", lambda t: F.leaky_relu(t, 0.3))):
+        # (without 1e6: there x * (1 - tanh(x)^2) amplifies tanh's last-ulp error, which OpenCL allows)
+        check(grad_of(fn), torch.nan_to_num(edges).clamp(-10, 10), name=f"{name} backward edges")
+        check(grad_of(fn), r(9, 17) * 4, name=f"{name} backward")
+    for name, fn in (("atan2", torch.atan2), ("fmod", torch.fmod), ("remainder", torch.remainder), ("xlogy", torch.xlogy)):
+        check(fn, r(9, 17) * 4, r(9, 17) * 3, name=name)
+    check(torch.xlogy, torch.tensor([0.0, 0.0, 1.0, 2.0]).to(dt), torch.tensor([float("nan"), 0.0, 0.0, 3.0]).to(dt),
+          name="xlogy at 0 and NaN")
 
+# Rounding integer tensors is the identity (integer arithmetic on the entry).
+for x in (torch.tensor([3, -2, 2 ** 40 + 1]), torch.tensor([3, -2], dtype=torch.int32)):
+    for name, fn in (("floor", torch.floor), ("ceil", torch.ceil), ("round", torch.round), ("trunc", torch.trunc),
+                     ("isnan", torch.isnan)):
+        check(fn, x, name=f"{name} {x.dtype}", tol=dict(rtol=0, atol=0))
 # Extremes of bool and integer tensors compare exactly (int64 beyond float32's 2^24), and max()/min().
 for x in (torch.tensor([[3, -7], [2 ** 40 + 1, 2 ** 40]]), torch.tensor([[1, 9, -4], [4, -2, 0]], dtype=torch.int32),
           torch.tensor([[False, True], [False, False]]), torch.tensor(7)):

@@ -190,15 +190,19 @@ constexpr bool integer_ok(int32_t op) {
     case KPDR_POINTWISE_SUB: case KPDR_POINTWISE_MUL: case KPDR_POINTWISE_DIV: case KPDR_POINTWISE_MAXIMUM:
     case KPDR_POINTWISE_MINIMUM: case KPDR_POINTWISE_EQ: case KPDR_POINTWISE_NE: case KPDR_POINTWISE_LT:
     case KPDR_POINTWISE_LE: case KPDR_POINTWISE_GT: case KPDR_POINTWISE_GE: case KPDR_POINTWISE_BITWISE_AND:
-    case KPDR_POINTWISE_BITWISE_OR: case KPDR_POINTWISE_BITWISE_XOR:
+    case KPDR_POINTWISE_BITWISE_OR: case KPDR_POINTWISE_BITWISE_XOR: case KPDR_POINTWISE_FLOOR:
+    case KPDR_POINTWISE_CEIL: case KPDR_POINTWISE_ROUND: case KPDR_POINTWISE_TRUNC:
       return true;
   }
   return false;
 }
 
-// ATen rejects negation, abs and subtraction of bool tensors: the fallback raises its error.
+// ATen rejects negation, abs, subtraction and rounding of bool tensors: the fallback raises its error.
 bool bool_rejected(int32_t op, std::initializer_list<const at::Tensor*> tensors) {
-  if (op != KPDR_POINTWISE_NEG && op != KPDR_POINTWISE_ABS && op != KPDR_POINTWISE_SUB) return false;
+  if (op != KPDR_POINTWISE_NEG && op != KPDR_POINTWISE_ABS && op != KPDR_POINTWISE_SUB && op != KPDR_POINTWISE_FLOOR &&
+      op != KPDR_POINTWISE_CEIL && op != KPDR_POINTWISE_ROUND && op != KPDR_POINTWISE_TRUNC) {
+    return false;
+  }
   for (const at::Tensor* t : tensors) {
     if (t->scalar_type() == at::kBool) return true;
   }
@@ -255,6 +259,49 @@ struct PowScalar {
     return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&functional), self, exponent);
   }
 };
+
+// leaky_relu(self, negative_slope) and its backward(grad, self, negative_slope, self_is_result).
+struct LeakyRelu {
+  static bool run(at::TensorBase out, T self, S slope, at::Tensor* result) {
+    if (!real(slope) || !eligible({&self}, false) || !float_inputs({&self})) return false;
+    at::Tensor r = through_entry([&] { return make(Iter::kUnary, out, self); }, KPDR_POINTWISE_LEAKY_RELU,
+                                 slope.toDouble());
+    if (!r.defined()) return false;
+    *result = r;
+    return true;
+  }
+  static at::Tensor functional(T self, S slope) {
+    at::Tensor r;
+    if (run(at::TensorBase(), self, slope, &r)) return r;
+    return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&functional), self, slope);
+  }
+  static at::Tensor& inplace(at::Tensor& self, S slope) {
+    at::Tensor r;
+    if (run(self, self, slope, &r)) return self;
+    return run_on_fallback<at::Tensor&, at::Tensor&, S>(reinterpret_cast<const void*>(&inplace), self, slope);
+  }
+  static at::Tensor backward(T grad, T self, S slope, bool self_is_result) {
+    // (ATen's check: an in-place forward with a negative slope cannot be differentiated)
+    if (real(slope) && !(self_is_result && slope.toDouble() < 0.0) && eligible({&grad, &self}, false) &&
+        float_inputs({&grad, &self})) {
+      at::TensorBase out;
+      at::Tensor r = through_entry([&] { return make(Iter::kBinary, out, grad, self); },
+                                   KPDR_POINTWISE_LEAKY_RELU_BACKWARD, slope.toDouble());
+      if (r.defined()) return r;
+    }
+    return run_on_fallback<at::Tensor, T, T, S, bool>(reinterpret_cast<const void*>(&backward), grad, self, slope,
+                                                      self_is_result);
+  }
+};
+
+// isnan: x != x on the device (integer and bool tensors have none).
+at::Tensor isnan(T self) {
+  if (eligible({&self}, false)) {
+    if (!entry_float(self.scalar_type())) return at::zeros(self.sizes(), self.options().dtype(at::kBool));
+    return at::ne(self, self);
+  }
+  return run_on_fallback<at::Tensor, T>(reinterpret_cast<const void*>(&isnan), self);
+}
 
 // gelu / gelu_ with approximate = "none" or "tanh".
 std::optional<bool> tanh_gelu(std::string_view approximate) {
@@ -688,7 +735,32 @@ void register_runtime_pointwise(Registrar& r) {
   KP_UNARY("sin", KPDR_POINTWISE_SIN, kUnaryFloat);
   KP_UNARY("log1p", KPDR_POINTWISE_LOG1P, kUnaryFloat);
   KP_UNARY("expm1", KPDR_POINTWISE_EXPM1, kUnaryFloat);
+  KP_UNARY("erf", KPDR_POINTWISE_ERF, kUnaryFloat);
+  KP_UNARY("floor", KPDR_POINTWISE_FLOOR, kUnary);
+  KP_UNARY("ceil", KPDR_POINTWISE_CEIL, kUnary);
+  KP_UNARY("round", KPDR_POINTWISE_ROUND, kUnary);
+  KP_UNARY("trunc", KPDR_POINTWISE_TRUNC, kUnary);
+  KP_UNARY("hardswish", KPDR_POINTWISE_HARDSWISH, kUnary);
+  KP_UNARY("mish", KPDR_POINTWISE_MISH, kUnary);
 #undef KP_UNARY
+  r.impl("leaky_relu", TORCH_FN(LeakyRelu::functional));
+  r.impl("leaky_relu_", TORCH_FN(LeakyRelu::inplace));
+  r.impl("leaky_relu_backward", TORCH_FN(LeakyRelu::backward));
+  r.impl("isnan", TORCH_FN(isnan));
+  r.impl("hardswish_backward",
+         TORCH_FN((Binary<KPDR_POINTWISE_HARDSWISH_BACKWARD, Iter::kBinary, false>::functional)));
+  r.impl("atan2", TORCH_FN((Binary<KPDR_POINTWISE_ATAN2, Iter::kBinaryFloat, true>::functional)));
+  r.impl("atan2_", TORCH_FN((Binary<KPDR_POINTWISE_ATAN2, Iter::kBinaryFloat, true>::inplace)));
+  r.impl("atan2.out", TORCH_FN((Binary<KPDR_POINTWISE_ATAN2, Iter::kBinaryFloat, true>::out)));
+  r.impl("fmod.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_FMOD, Iter::kBinary, true>::functional)));
+  r.impl("fmod_.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_FMOD, Iter::kBinary, true>::inplace)));
+  r.impl("fmod.Tensor_out", TORCH_FN((Binary<KPDR_POINTWISE_FMOD, Iter::kBinary, true>::out)));
+  r.impl("remainder.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_REMAINDER, Iter::kBinary, true>::functional)));
+  r.impl("remainder_.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_REMAINDER, Iter::kBinary, true>::inplace)));
+  r.impl("remainder.Tensor_out", TORCH_FN((Binary<KPDR_POINTWISE_REMAINDER, Iter::kBinary, true>::out)));
+  r.impl("xlogy.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_XLOGY, Iter::kBinaryFloat, true>::functional)));
+  r.impl("xlogy_.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_XLOGY, Iter::kBinaryFloat, true>::inplace)));
+  r.impl("xlogy.OutTensor", TORCH_FN((Binary<KPDR_POINTWISE_XLOGY, Iter::kBinaryFloat, true>::out)));
   r.impl("clamp", TORCH_FN(Clamp::functional));
   r.impl("clamp_", TORCH_FN(Clamp::inplace));
   r.impl("clamp_min", TORCH_FN(Clamp::min));

@@ -55,6 +55,23 @@ struct Position {
 
 float apply(int32_t op, float x, float y, float z, float alpha, const Position& at) {
   switch (op) {
+    case KPDR_POINTWISE_ERF: return std::erf(x);
+    case KPDR_POINTWISE_FLOOR: return std::floor(x);
+    case KPDR_POINTWISE_CEIL: return std::ceil(x);
+    case KPDR_POINTWISE_ROUND: return std::nearbyint(x);  // the default rounding mode: halves to even
+    case KPDR_POINTWISE_TRUNC: return std::trunc(x);
+    case KPDR_POINTWISE_HARDSWISH: return x * std::min(std::max(x + 3.0f, 0.0f), 6.0f) / 6.0f;
+    case KPDR_POINTWISE_MISH: return x * std::tanh(std::log1p(std::exp(x)));
+    case KPDR_POINTWISE_LEAKY_RELU: return x > 0.0f ? x : x * alpha;
+    case KPDR_POINTWISE_HARDSWISH_BACKWARD: return y <= -3.0f ? 0.0f : y < 3.0f ? x * (y / 3.0f + 0.5f) : x;
+    case KPDR_POINTWISE_ATAN2: return std::atan2(x, y);
+    case KPDR_POINTWISE_FMOD: return std::fmod(x, y);
+    case KPDR_POINTWISE_REMAINDER: {
+      const float m = std::fmod(x, y);
+      return m != 0.0f && ((y < 0.0f) != (m < 0.0f)) ? m + y : m;
+    }
+    case KPDR_POINTWISE_LEAKY_RELU_BACKWARD: return y > 0.0f ? x : x * alpha;
+    case KPDR_POINTWISE_XLOGY: return std::isnan(y) ? NAN : x == 0.0f ? 0.0f : x * std::log(y);
     case KPDR_POINTWISE_LOG1P: return std::log1p(x);
     case KPDR_POINTWISE_EXPM1: return std::expm1(x);
     case KPDR_POINTWISE_LOG_SIGMOID: return std::min(x, 0.0f) - std::log1p(std::exp(-std::fabs(x)));
@@ -143,7 +160,9 @@ int64_t apply_int(int32_t op, int64_t x, int64_t y, int64_t z, int64_t alpha, co
   auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
   const uint64_t ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y), ua = static_cast<uint64_t>(alpha);
   switch (op) {
-    case KPDR_POINTWISE_COPY: return x;
+    case KPDR_POINTWISE_COPY: case KPDR_POINTWISE_FLOOR: case KPDR_POINTWISE_CEIL: case KPDR_POINTWISE_ROUND:
+    case KPDR_POINTWISE_TRUNC:
+      return x;
     case KPDR_POINTWISE_NEG: return wrap(0 - ux);
     case KPDR_POINTWISE_ABS: return x < 0 ? wrap(0 - ux) : x;
     case KPDR_POINTWISE_SIGN: return (x > 0) - (x < 0);
@@ -210,9 +229,9 @@ int64_t element_count(int ndim, const int64_t* sizes) {
 }  // namespace
 
 int pointwise_arity(int32_t op) {
-  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_LOG_SIGMOID) return 1;
-  if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LOGICAL_OR) return 2;
-  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_LOG_SIGMOID_BACKWARD) return 2;
+  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_LEAKY_RELU) return 1;
+  if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_HARDSWISH_BACKWARD) return 2;
+  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_XLOGY) return 2;
   if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_SOFTPLUS_BACKWARD) return 3;
   if (op == KPDR_POINTWISE_ARANGE || op == KPDR_POINTWISE_TRIL || op == KPDR_POINTWISE_TRIU) return 1;
   if (op == KPDR_POINTWISE_LINSPACE) return 2;
@@ -233,6 +252,7 @@ bool pointwise_supported(const kpdrPointwiseArgs& a) {
   if (!pointwise_integer(a)) return !bitwise;
   switch (op) {
     case KPDR_POINTWISE_COPY: case KPDR_POINTWISE_NEG: case KPDR_POINTWISE_ABS: case KPDR_POINTWISE_SIGN:
+    case KPDR_POINTWISE_FLOOR: case KPDR_POINTWISE_CEIL: case KPDR_POINTWISE_ROUND: case KPDR_POINTWISE_TRUNC:
     case KPDR_POINTWISE_LOGICAL_NOT: case KPDR_POINTWISE_BITWISE_NOT: case KPDR_POINTWISE_ADD:
     case KPDR_POINTWISE_SUB: case KPDR_POINTWISE_MUL: case KPDR_POINTWISE_MAXIMUM: case KPDR_POINTWISE_MINIMUM:
     case KPDR_POINTWISE_EQ: case KPDR_POINTWISE_NE: case KPDR_POINTWISE_LT: case KPDR_POINTWISE_LE:

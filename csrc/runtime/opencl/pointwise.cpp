@@ -69,6 +69,10 @@ inline void si5(__global uchar* p, long i, long v) { ((__global int*)p)[i] = (in
 inline float kp_sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
 inline float kp_nanmax(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : fmax(a, b); }
 inline float kp_nanmin(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : fmin(a, b); }
+inline float kp_remainder(float a, float b) {
+  const float m = fmod(a, b);
+  return (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) ? m + b : m;
+}
 /* GELU for 16-bit outputs: erf as Abramowitz & Stegun 7.1.26 (absolute error
  * below 1.5e-7, with the approximate reciprocal and exp) is invisible after
  * rounding to bfloat16/float16, and about half the instructions of erf():
@@ -273,6 +277,20 @@ const char* expression(int32_t op, int out_dtype) {
     case KPDR_POINTWISE_LINSPACE: return "(g < n / 2 ? x + alpha * (float)g : y - alpha * (float)(n - 1 - g))";
     case KPDR_POINTWISE_TRIL: return "((float)(c - r) <= alpha ? x : 0.0f)";
     case KPDR_POINTWISE_TRIU: return "((float)(c - r) >= alpha ? x : 0.0f)";
+    case KPDR_POINTWISE_ERF: return "erf(x)";
+    case KPDR_POINTWISE_FLOOR: return "floor(x)";
+    case KPDR_POINTWISE_CEIL: return "ceil(x)";
+    case KPDR_POINTWISE_ROUND: return "rint(x)";
+    case KPDR_POINTWISE_TRUNC: return "trunc(x)";
+    case KPDR_POINTWISE_HARDSWISH: return "(x * fmin(fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f)";
+    case KPDR_POINTWISE_MISH: return "(x * tanh(log1p(exp(x))))";
+    case KPDR_POINTWISE_LEAKY_RELU: return "(x > 0.0f ? x : x * alpha)";
+    case KPDR_POINTWISE_HARDSWISH_BACKWARD: return "(y <= -3.0f ? 0.0f : y < 3.0f ? x * (y / 3.0f + 0.5f) : x)";
+    case KPDR_POINTWISE_ATAN2: return "atan2(x, y)";
+    case KPDR_POINTWISE_FMOD: return "fmod(x, y)";
+    case KPDR_POINTWISE_REMAINDER: return "kp_remainder(x, y)";
+    case KPDR_POINTWISE_LEAKY_RELU_BACKWARD: return "(y > 0.0f ? x : x * alpha)";
+    case KPDR_POINTWISE_XLOGY: return "(isnan(y) ? NAN : x == 0.0f ? 0.0f : x * log(y))";
     case KPDR_POINTWISE_LOG1P: return "log1p(x)";
     case KPDR_POINTWISE_EXPM1: return "expm1(x)";
     case KPDR_POINTWISE_LOG_SIGMOID: return "(fmin(x, 0.0f) - log1p(exp(-fabs(x))))";
@@ -290,7 +308,9 @@ const char* expression(int32_t op, int out_dtype) {
 // where kpdr.h gives the code no integer form.
 const char* int_expression(int32_t op) {
   switch (op) {
-    case KPDR_POINTWISE_COPY: return "x";
+    case KPDR_POINTWISE_COPY: case KPDR_POINTWISE_FLOOR: case KPDR_POINTWISE_CEIL: case KPDR_POINTWISE_ROUND:
+    case KPDR_POINTWISE_TRUNC:
+      return "x";
     case KPDR_POINTWISE_NEG: return "(long)(0ul - (ulong)x)";
     case KPDR_POINTWISE_ABS: return "(x < 0 ? (long)(0ul - (ulong)x) : x)";
     case KPDR_POINTWISE_SIGN: return "(long)((x > 0) - (x < 0))";
@@ -325,9 +345,9 @@ bool index_op(int32_t op) {
 }
 
 int arity(int32_t op) {
-  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_LOG_SIGMOID) return 1;
-  if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_LOGICAL_OR) return 2;
-  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_LOG_SIGMOID_BACKWARD) return 2;
+  if (op >= KPDR_POINTWISE_COPY && op <= KPDR_POINTWISE_LEAKY_RELU) return 1;
+  if (op >= KPDR_POINTWISE_ADD && op <= KPDR_POINTWISE_HARDSWISH_BACKWARD) return 2;
+  if (op >= KPDR_POINTWISE_THRESHOLD_BACKWARD && op <= KPDR_POINTWISE_XLOGY) return 2;
   if (op >= KPDR_POINTWISE_WHERE && op <= KPDR_POINTWISE_SOFTPLUS_BACKWARD) return 3;
   if (op == KPDR_POINTWISE_ARANGE || op == KPDR_POINTWISE_TRIL || op == KPDR_POINTWISE_TRIU) return 1;
   if (op == KPDR_POINTWISE_LINSPACE) return 2;
