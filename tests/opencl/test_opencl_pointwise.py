@@ -34,6 +34,34 @@ def test_contiguous_misaligned_and_column_layouts_match_numpy(load_opencl):
     check_layouts(load_opencl())
 
 
+def test_threads_launching_one_kernel_with_their_own_arguments_each_get_their_own_result(load_opencl):
+    # One kernel object serves every launch of an op; its arguments are set under its lock and
+    # only where they changed (kernel_cache.h), so a thread must never run with another's.
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    from kpdr_pointwise import pointwise_case, reduce_case
+
+    runtime = load_opencl()
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for step in range(12):
+            rows = 8 + (seed * 12 + step) % 23
+            a, b = rng.standard_normal((rows, 64), dtype=np.float32), rng.standard_normal((rows, 64), dtype=np.float32)
+            alpha = float(seed + 1)
+            code, got = pointwise_case(runtime, "add", [a, b], (rows, 64), alpha=alpha)
+            assert code == 0
+            np.testing.assert_allclose(got, a + alpha * b, rtol=1e-6, atol=1e-5)
+            code, got = reduce_case(runtime, "sum", a, (1,))
+            assert code == 0
+            np.testing.assert_allclose(got, a.sum(axis=1), rtol=1e-5, atol=1e-4)
+        return seed
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sorted(pool.map(work, range(4))) == [0, 1, 2, 3]
+
+
 MLP_STEP = """
 import json, torch, kernel_pytorch
 from torch import nn
