@@ -41,6 +41,7 @@ Stream::~Stream() {
   if (marker_ != nullptr) cl_->ReleaseEvent(marker_);
   cl_->Finish(queue_);
   if (workspace_ != nullptr) cl_->ReleaseMemObject(workspace_);
+  if (counters_ != nullptr) cl_->ReleaseMemObject(counters_);
   cl_->ReleaseCommandQueue(queue_);
 }
 
@@ -62,6 +63,27 @@ void Stream::return_workspace(cl_mem mem, size_t bytes) {
   if (workspace_ != nullptr) cl_->ReleaseMemObject(workspace_);
   workspace_ = mem;
   workspace_bytes_ = bytes;
+}
+
+kpdrError_t Stream::counters(cl_mem* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (counters_ == nullptr) {
+    static const cl_uint zeros[kCounters] = {};  // the host side of the write outlives it
+    cl_int status = CL_SUCCESS;
+    cl_mem mem = cl_->CreateBuffer(context_, CL_MEM_READ_WRITE, sizeof(zeros), nullptr, &status);
+    if (mem == nullptr || status != CL_SUCCESS) {
+      return fail(KPDR_ERROR_OUT_OF_MEMORY, "a stream's work-group counters (" + bytes_text(sizeof(zeros)) +
+                                                ") could not be allocated (" + cl_error_name(status) + ")");
+    }
+    status = cl_->EnqueueWriteBuffer(queue_, mem, CL_FALSE, 0, sizeof(zeros), zeros, 0, nullptr, nullptr);
+    if (kpdrError_t error = finish_submit_locked("zeroing a stream's work-group counters", status)) {
+      cl_->ReleaseMemObject(mem);
+      return error;
+    }
+    counters_ = mem;
+  }
+  *out = counters_;
+  return KPDR_SUCCESS;
 }
 
 kpdrError_t Stream::finish_submit_locked(const char* what, cl_int status) {

@@ -67,6 +67,15 @@ class Stream {
   cl_mem borrow_workspace(size_t bytes);
   void return_workspace(cl_mem mem, size_t bytes);
 
+  // kCounters zeroed uint counters for kernels that count their finished
+  // work-groups (the column reduction: the last group of a column block
+  // finishes its outputs, no second launch). Created and zeroed on this
+  // stream at first use; a kernel returns the counters it used to zero before
+  // it ends, and the in-order queue runs one command at a time, so every
+  // launch finds them zeroed.
+  static constexpr size_t kCounters = 16384;
+  kpdrError_t counters(cl_mem* out);
+
  private:
   kpdrError_t finish_submit_locked(const char* what, cl_int status);
   // A marker covering every command submitted so far, retained by the
@@ -91,6 +100,7 @@ class Stream {
   unsigned unflushed_ = 0;
   cl_event marker_ = nullptr;
   uint64_t marker_covers_ = 0;
+  cl_mem counters_ = nullptr;  // guarded by mutex_
   std::mutex workspace_mutex_;
   cl_mem workspace_ = nullptr;  // guarded by workspace_mutex_
   size_t workspace_bytes_ = 0;
