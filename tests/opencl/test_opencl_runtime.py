@@ -300,6 +300,26 @@ def test_elapsed_time_needs_timing_events_that_were_recorded(opencl):
     assert "DISABLE_TIMING" in opencl.last_error_message()
 
 
+def test_profiling_always_profiles_from_the_start_and_times_events(load_opencl):
+    runtime = load_opencl("profiling=always")
+    stream = runtime.stream(0)
+    a, b = runtime.malloc(0, 16 * MIB), runtime.malloc(0, 16 * MIB)
+    start, end = runtime.event(0), runtime.event(0)
+    runtime.check(runtime.kpdrEventRecord(start, stream))
+    runtime.check(runtime.copy(b, a, 16 * MIB, DEVICE_TO_DEVICE, stream))
+    runtime.check(runtime.kpdrEventRecord(end, stream))
+    runtime.check(runtime.kpdrEventSynchronize(end))
+    code, ms = runtime.elapsed_ms(start, end)
+    assert code == SUCCESS and ms > 0.0
+
+
+def test_an_unknown_profiling_option_is_refused_naming_the_choices(load_uninitialized_opencl):
+    runtime = load_uninitialized_opencl()
+    assert runtime.kpdrInit(b"profiling=sometimes") == ERROR_INVALID_VALUE
+    message = runtime.last_error_message()
+    assert "profiling" in message and "auto" in message and "always" in message
+
+
 def test_destroyed_handles_are_invalid(opencl):
     stream, event = opencl.stream(0), opencl.event(0)
     opencl.check(opencl.kpdrStreamDestroy(stream))
