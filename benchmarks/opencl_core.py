@@ -301,7 +301,15 @@ def bench_bandwidth(rt, iterations, tick, nbytes=64 * MIB):
 
 def bench_launch(rt, iterations):
     """Microseconds per call of a 16 KiB float32 add and row sum: the floor under every
-    bandwidth row (host, driver and launch costs), which a 64 MiB op must stay well above."""
+    bandwidth row (host, driver and launch costs), which a 64 MiB op must stay well above.
+
+    ``pointwise_us`` / ``reduce_us``: device time per call (kpdr events around back-to-back
+    launches, the best of three rounds), on a stream timing events are recorded on.
+    On another stream that never records one (its queue does not profile, runtime option
+    profiling=auto): ``*_submit_us``, host wall-clock time per call of issuing them (ctypes
+    call included, no synchronisation inside the round): what the host pays per launch,
+    which bounds the device time from below when kernels are this small; ``*_wall_us``, the
+    same launches plus one kpdrStreamSynchronize, wall clock per call."""
     entries = core_entries(rt)
     rows_n, cols_n = 16, 256
     px, out = rt.upload(torch.randn(rows_n, cols_n)), rt.malloc(rows_n * cols_n * 4)
@@ -313,12 +321,50 @@ def bench_launch(rt, iterations):
     total = ReduceArgs(op=REDUCE["sum_rows"][0], ndim=2, sizes=_DIMS(rows_n, cols_n), reduce_mask=REDUCE["sum_rows"][1],
                        input=px, in_dtype=F32, in_strides=contiguous, out=out, out_dtype=F32, out_strides=_DIMS(1, 0))
     result = {}
-    for name, entry, args in (("pointwise_us", "pointwise", add), ("reduce_us", "reduce", total)):
+    calls = max(iterations, 20)
+    # A stream no timing event is ever recorded on: with profiling=auto its queue does not
+    # profile (the runtime's own figure for untimed work), where rt.stream's does.
+    plain = _P()
+    rt.check(rt.lib.kpdrStreamCreate(0, 0, ctypes.byref(plain)), "kpdrStreamCreate")
+
+    def sync_plain():
+        rt.check(rt.lib.kpdrStreamSynchronize(plain), "kpdrStreamSynchronize")
+
+    for name, entry, args in (("pointwise", "pointwise", add), ("reduce", "reduce", total)):
         launch = lambda: rt.check(entries[entry](ctypes.byref(args), rt.stream), entry)  # noqa: E731
-        result[name] = round(1e3 * min(rt.time_ms(launch, max(iterations, 20)) for _ in range(3)), 1)
+        result[name + "_us"] = round(1e3 * min(rt.time_ms(launch, calls) for _ in range(3)), 1)
+        untimed = lambda: rt.check(entries[entry](ctypes.byref(args), plain), entry)  # noqa: E731
+        submit, wall = [], []
+        for _ in range(3):
+            untimed()
+            sync_plain()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                untimed()
+            t1 = time.perf_counter()
+            sync_plain()
+            t2 = time.perf_counter()
+            submit.append((t1 - t0) / calls)
+            wall.append((t2 - t0) / calls)
+        result[name + "_submit_us"] = round(1e6 * min(submit), 1)
+        result[name + "_wall_us"] = round(1e6 * min(wall), 1)
+    rt.check(rt.lib.kpdrStreamDestroy(plain), "kpdrStreamDestroy")
     rt.free(px)
     rt.free(out)
     return result
+
+
+def bench_launch_side_by_side(libraries, iterations, rounds=5):
+    """bench_launch for each {label: (library path, options)}, interleaved over ``rounds``
+    (the best of each kept): two builds or configurations of the runtime compared in one
+    process and machine state."""
+    runtimes = {label: load_runtime(path, options, f"launch-{label}") for label, (path, options) in libraries.items()}
+    best = {}
+    for _ in range(rounds):
+        for label, rt in runtimes.items():
+            for key, value in bench_launch(rt, iterations).items():
+                best.setdefault(label, {})[key] = min(value, best.get(label, {}).get(key, value))
+    return best
 
 
 def _bandwidth_row(name, code, moved, ms, copy_gbps, error):
@@ -407,7 +453,12 @@ def main(argv=None):
     parser.add_argument("--library", default=str(REPO_ROOT / "kernel_pytorch" / "lib" / "libkpdr_opencl.so"))
     parser.add_argument("--options", default=os.environ.get("MY_ASIC_RUNTIME_OPTIONS", ""),
                         help="kpdrInit options, e.g. platform=NVIDIA")
-    parser.add_argument("--parts", default="gemm,bandwidth,train")
+    parser.add_argument("--parts", default="gemm,bandwidth,train",
+                        help="comma list of gemm,bandwidth,train,launch (launch: the launch floor alone)")
+    parser.add_argument("--baseline-library", help="with --parts launch: a second build of the runtime whose "
+                        "launch floor is measured beside --library's, interleaved in the same process")
+    parser.add_argument("--baseline-options", help="with --parts launch: the baseline's runtime options (default "
+                        "--options); with no --baseline-library, --library again under these options")
     parser.add_argument("--quick", action="store_true", help="smaller shapes, fewer iterations (smoke runs, PoCL)")
     parser.add_argument("--size", type=int, help="GEMM edge (default 4096; 256 with --quick)")
     parser.add_argument("--gemm-dtypes", default="fp32,bf16,fp16", help="comma list of fp32,bf16,fp16")
@@ -423,7 +474,7 @@ def main(argv=None):
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     iterations = args.iterations or (2 if args.quick else 10)
     size = args.size or (256 if args.quick else 4096)
-    total = 5 * ("gemm" in parts) + 16 * ("bandwidth" in parts) + 3 * ("train" in parts)
+    total = 5 * ("gemm" in parts) + 16 * ("bandwidth" in parts) + 3 * ("train" in parts) + ("launch" in parts)
     done = [0]
 
     def tick(label):
@@ -442,6 +493,15 @@ def main(argv=None):
         report["device"] = rt.name()
         report["bandwidth"] = bench_bandwidth(rt, iterations, tick, nbytes=(MIB if args.quick else 64 * MIB))
         report["launch_floor"] = bench_launch(rt, iterations)
+    if "launch" in parts and "bandwidth" not in parts:
+        tick("launch floor")
+        libraries = {"library": (args.library, args.options)}
+        if args.baseline_library or args.baseline_options is not None:
+            baseline = (args.baseline_library or args.library,
+                        args.options if args.baseline_options is None else args.baseline_options)
+            libraries = {"baseline": baseline, **libraries}
+        report["launch_side_by_side"] = bench_launch_side_by_side(libraries, iterations)
+        report["launch_floor"] = report["launch_side_by_side"]["library"]
     if "train" in parts:
         devices = args.train_devices.split(",") if args.train_devices else (
             ["my_asic"] + (["cuda"] if torch.cuda.is_available() else []) + ["cpu"])
@@ -465,7 +525,11 @@ def main(argv=None):
               f"ratio {row['ratio']:.2f}  err {row['max_rel_error']:.1e}")
     if "launch_floor" in report:
         floor = report["launch_floor"]
-        print(f"launch floor (16 KiB float32): pointwise {floor['pointwise_us']} us, reduce {floor['reduce_us']} us per call")
+        for label, floor in report.get("launch_side_by_side", {"library": floor}).items():
+            print(f"launch floor (16 KiB float32) {label}: pointwise {floor['pointwise_us']} us, reduce "
+                  f"{floor['reduce_us']} us per call (device, timed stream); untimed stream: host submits "
+                  f"{floor['pointwise_submit_us']} / {floor['reduce_submit_us']} us, wall with the drain "
+                  f"{floor['pointwise_wall_us']} / {floor['reduce_wall_us']} us per call")
     if "train" in report:
         for device, run in report["train"]["runs"].items():
             print(f"train {device}: " + (f"{run['step_s'] * 1e3:.1f} ms/step loss {run['loss']:.3f}"

@@ -34,6 +34,63 @@ def test_contiguous_misaligned_and_column_layouts_match_numpy(load_opencl):
     check_layouts(load_opencl())
 
 
+def test_threads_launching_one_kernel_with_their_own_arguments_each_get_their_own_result(load_opencl):
+    # One kernel object serves every launch of an op; its arguments are set under its lock and
+    # only where they changed (kernel_cache.h), so a thread must never run with another's.
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    from kpdr_pointwise import pointwise_case, reduce_case
+
+    runtime = load_opencl()
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for step in range(12):
+            rows = 8 + (seed * 12 + step) % 23
+            a, b = rng.standard_normal((rows, 64), dtype=np.float32), rng.standard_normal((rows, 64), dtype=np.float32)
+            alpha = float(seed + 1)
+            code, got = pointwise_case(runtime, "add", [a, b], (rows, 64), alpha=alpha)
+            assert code == 0
+            np.testing.assert_allclose(got, a + alpha * b, rtol=1e-6, atol=1e-5)
+            code, got = reduce_case(runtime, "sum", a, (1,))
+            assert code == 0
+            np.testing.assert_allclose(got, a.sum(axis=1), rtol=1e-5, atol=1e-4)
+        return seed
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sorted(pool.map(work, range(4))) == [0, 1, 2, 3]
+
+
+def test_split_column_reductions_back_to_back_on_one_stream_each_finish_their_own_outputs(load_opencl):
+    # Rows split over work-groups whose last one finishes the outputs count themselves on the
+    # stream's counters (Stream::counters): each launch must leave them zeroed for the next.
+    import ctypes
+
+    import numpy as np
+    from kpdr_pointwise import DTYPE_FLOAT32, REDUCE, ReduceArgs, Session, entry
+
+    runtime = load_opencl()
+    session = Session(runtime)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((30000, 8)).astype(np.float32)
+    source = session.upload(x)
+    launches = []
+    for op in ("sum", "amax", "sum", "amin", "mean"):
+        args = ReduceArgs(op=REDUCE[op], ndim=2, in_dtype=DTYPE_FLOAT32, out_dtype=DTYPE_FLOAT32, reduce_mask=0b01)
+        args.sizes[0], args.sizes[1] = x.shape
+        args.in_strides[0], args.in_strides[1] = 8, 1
+        args.out_strides[1] = 1
+        args.input, args.out = source, session.upload(np.zeros(8, dtype=np.float32))
+        assert entry(runtime, "reduce", ReduceArgs)(ctypes.byref(args), session.stream) == 0
+        launches.append((op, args))
+    want = {"sum": x.sum(axis=0, dtype=np.float64), "amax": x.max(axis=0), "amin": x.min(axis=0),
+            "mean": x.mean(axis=0, dtype=np.float64)}
+    for op, args in launches:
+        np.testing.assert_allclose(session.download(args.out, (8,)), want[op], rtol=1e-5, atol=1e-3, err_msg=op)
+    session.close()
+
+
 MLP_STEP = """
 import json, torch, kernel_pytorch
 from torch import nn

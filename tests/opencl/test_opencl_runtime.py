@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from kernel_pytorch.asic.conformance.kpdr_ctypes import (
     ERROR_INVALID_DEVICE,
     ERROR_INVALID_HANDLE,
     ERROR_INVALID_VALUE,
+    ERROR_NOT_READY,
     ERROR_OUT_OF_MEMORY,
     EVENT_DISABLE_TIMING,
     HOST_TO_DEVICE,
@@ -197,6 +199,83 @@ def test_streams_and_events_report_completion(opencl):
     del keep
 
 
+def _poll(check, seconds=60.0):
+    """Calls ``check()`` until it returns SUCCESS (or fails the test after ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        code = check()
+        if code == SUCCESS:
+            return
+        assert code == ERROR_NOT_READY, code
+        assert time.monotonic() < deadline, "the work never completed: was it ever flushed to the device?"
+        time.sleep(0.001)
+
+
+# Commands are enqueued without an event and flushed only now and then (queues.h): a
+# few copies after the first sit unflushed. Polling, recording and waiting must still
+# see them complete, in order, with no kpdrStreamSynchronize.
+
+
+def test_polling_stream_query_sees_unflushed_work_complete(opencl):
+    stream = opencl.stream(0)
+    a, b, c = (opencl.malloc(0, 4 * MIB) for _ in range(3))
+    data = os.urandom(4 * MIB)
+    keep = opencl.upload(a, data, stream)
+    for dst, src in ((b, a), (c, b), (a, c), (b, a)):
+        opencl.check(opencl.copy(dst, src, 4 * MIB, DEVICE_TO_DEVICE, stream))
+    _poll(lambda: opencl.kpdrStreamQuery(stream))
+    assert opencl.kpdrStreamQuery(stream) == SUCCESS
+    assert opencl.download(b, 4 * MIB, stream) == data
+    del keep
+
+
+def test_polling_an_event_recorded_after_unflushed_work_sees_it_complete(opencl):
+    stream = opencl.stream(0)
+    a, b = opencl.malloc(0, 4 * MIB), opencl.malloc(0, 4 * MIB)
+    keep = opencl.upload(a, os.urandom(4 * MIB), stream)
+    for _ in range(3):
+        opencl.check(opencl.copy(b, a, 4 * MIB, DEVICE_TO_DEVICE, stream))
+    event = opencl.event(0)
+    opencl.check(opencl.kpdrEventRecord(event, stream))
+    _poll(lambda: opencl.kpdrEventQuery(event))
+    assert opencl.kpdrStreamQuery(stream) == SUCCESS  # the event covered everything submitted
+    del keep
+
+
+def test_stream_wait_event_orders_a_burst_of_unflushed_work_across_streams(opencl):
+    # More commands than one flush interval, then a few more: the event must cover them all.
+    producer, consumer = opencl.stream(0), opencl.stream(0)
+    size = 4 * MIB
+    a, b, c, d = (opencl.malloc(0, size) for _ in range(4))
+    data = os.urandom(size)
+    keep = [opencl.upload(b, bytes(size), producer), opencl.upload(a, data, producer)]
+    for _ in range(10):  # a -> c -> a, 20 copies, leaving `data` in a and c
+        opencl.check(opencl.copy(c, a, size, DEVICE_TO_DEVICE, producer))
+        opencl.check(opencl.copy(a, c, size, DEVICE_TO_DEVICE, producer))
+    opencl.check(opencl.copy(b, c, size, DEVICE_TO_DEVICE, producer))  # b holds `data` only at the end
+    event = opencl.event(0, EVENT_DISABLE_TIMING)
+    opencl.check(opencl.kpdrEventRecord(event, producer))
+    opencl.check(opencl.kpdrStreamWaitEvent(consumer, event))
+    opencl.check(opencl.copy(d, b, size, DEVICE_TO_DEVICE, consumer))
+    assert opencl.download(d, size, consumer) == data
+    opencl.check(opencl.kpdrStreamSynchronize(producer))
+    del keep
+
+
+def test_events_recorded_back_to_back_each_take_their_own_timestamp(opencl):
+    stream = opencl.stream(0)
+    first, second = opencl.event(0), opencl.event(0)
+    opencl.check(opencl.kpdrEventRecord(first, stream))
+    opencl.check(opencl.kpdrEventSynchronize(first))
+    time.sleep(0.05)
+    opencl.check(opencl.kpdrEventRecord(second, stream))  # nothing submitted in between
+    opencl.check(opencl.kpdrEventSynchronize(second))
+    code, ms = opencl.elapsed_ms(first, second)
+    # As on an idle CUDA stream: the second recording completes when it is made, >= 50 ms
+    # after the first (not when the work both captured completed).
+    assert code == SUCCESS and ms >= 40.0
+
+
 def test_elapsed_time_covers_the_work_between_two_events(opencl):
     stream = opencl.stream(0)
     a, b = opencl.malloc(0, 64 * MIB), opencl.malloc(0, 64 * MIB)
@@ -219,6 +298,26 @@ def test_elapsed_time_needs_timing_events_that_were_recorded(opencl):
     opencl.check(opencl.kpdrStreamSynchronize(stream))
     assert opencl.elapsed_ms(timed, untimed)[0] == ERROR_INVALID_VALUE
     assert "DISABLE_TIMING" in opencl.last_error_message()
+
+
+def test_profiling_always_profiles_from_the_start_and_times_events(load_opencl):
+    runtime = load_opencl("profiling=always")
+    stream = runtime.stream(0)
+    a, b = runtime.malloc(0, 16 * MIB), runtime.malloc(0, 16 * MIB)
+    start, end = runtime.event(0), runtime.event(0)
+    runtime.check(runtime.kpdrEventRecord(start, stream))
+    runtime.check(runtime.copy(b, a, 16 * MIB, DEVICE_TO_DEVICE, stream))
+    runtime.check(runtime.kpdrEventRecord(end, stream))
+    runtime.check(runtime.kpdrEventSynchronize(end))
+    code, ms = runtime.elapsed_ms(start, end)
+    assert code == SUCCESS and ms > 0.0
+
+
+def test_an_unknown_profiling_option_is_refused_naming_the_choices(load_uninitialized_opencl):
+    runtime = load_uninitialized_opencl()
+    assert runtime.kpdrInit(b"profiling=sometimes") == ERROR_INVALID_VALUE
+    message = runtime.last_error_message()
+    assert "profiling" in message and "auto" in message and "always" in message
 
 
 def test_destroyed_handles_are_invalid(opencl):

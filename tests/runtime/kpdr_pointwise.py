@@ -217,3 +217,19 @@ def check_layouts(runtime):
     for dims in ((0,), (1,)):
         code, got = reduce_case(runtime, "amax", x, dims)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(x.max(axis=dims)))
+    # NaN in every part of a row kernel: vector loop, its tail, the unaligned start, a split
+    # row's parts; amax and amin ignore it nowhere, and rows without it are exact.
+    x = rng.standard_normal((4, 70001)).astype(np.float32)
+    x[0, 5], x[1, 70000], x[2, 40000] = np.nan, np.nan, np.nan
+    for op, fn in (("amax", np.max), ("amin", np.min)):
+        for offset in (0, 1):
+            code, got = reduce_case(runtime, op, x, (1,), offset=offset)
+            assert code == 0, (op, offset)
+            np.testing.assert_array_equal(got, fn(x, axis=1), err_msg=f"{op} offset {offset}")
+    # Columns over many rows: the rows are split over work-groups whose last one finishes.
+    x = rng.standard_normal((30001, 8)).astype(np.float32)
+    x[29000, 3] = x[7, 6] = np.nan
+    for op, fn in (("amax", np.max), ("amin", np.min), ("sum", np.sum)):
+        code, got = reduce_case(runtime, op, x, (0,))
+        assert code == 0, op
+        np.testing.assert_allclose(got, fn(x.astype(np.float64), axis=0), rtol=1e-5, atol=1e-3, err_msg=op)

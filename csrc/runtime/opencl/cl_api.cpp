@@ -50,6 +50,7 @@ const ClApi* load_opencl(const std::string& library, std::string* why) {
   resolve(handle, "clCreateContext", api->CreateContext, &missing);
   resolve(handle, "clReleaseContext", api->ReleaseContext, &missing);
   resolve(handle, "clCreateCommandQueue", api->CreateCommandQueue, &missing);
+  resolve(handle, "clRetainCommandQueue", api->RetainCommandQueue, &missing);
   resolve(handle, "clReleaseCommandQueue", api->ReleaseCommandQueue, &missing);
   resolve(handle, "clFlush", api->Flush, &missing);
   resolve(handle, "clFinish", api->Finish, &missing);

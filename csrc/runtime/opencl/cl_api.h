@@ -107,6 +107,7 @@ struct ClApi {
                                                        const cl_queue_properties*, cl_int*);
   cl_command_queue (*CreateCommandQueue)(cl_context, cl_device_id, cl_command_queue_properties,
                                          cl_int*);
+  cl_int (*RetainCommandQueue)(cl_command_queue);
   cl_int (*ReleaseCommandQueue)(cl_command_queue);
   cl_int (*Flush)(cl_command_queue);
   cl_int (*Finish)(cl_command_queue);

@@ -126,7 +126,7 @@ class Args {
     }
     cl_mem mem = range.allocation->mem;
     const uint64_t offset = range.offset;
-    add(&mem, sizeof(mem));
+    args_.add(&mem, sizeof(mem), /*buffer=*/true);
     add(&offset, sizeof(offset));
     offsets_.push_back(offset);
     holders_.push_back(range.allocation);
@@ -139,13 +139,10 @@ class Args {
   kpdrError_t run(Kernel* kernel, Stream& stream, const size_t* global, const size_t* local) {
     const ClApi& cl = runtime_->cl();
     std::lock_guard<std::mutex> lock(kernel->mutex);
-    for (size_t i = 0; i < args_.size(); ++i) {
-      const cl_int status =
-          cl.SetKernelArg(kernel->kernel, static_cast<unsigned>(i), args_[i].size(), args_[i].data());
-      if (status != CL_SUCCESS) {
-        return fail(KPDR_ERROR_UNKNOWN,
-                    "gemm: clSetKernelArg(" + std::to_string(i) + ") failed with " + cl_error_name(status));
-      }
+    size_t failed = 0;
+    if (const cl_int status = args_.set_on(cl, *kernel, &failed)) {
+      return fail(KPDR_ERROR_UNKNOWN,
+                  "gemm: clSetKernelArg(" + std::to_string(failed) + ") failed with " + cl_error_name(status));
     }
     return stream.submit("gemm", [&](cl_command_queue queue, cl_event* done) {
       return cl.EnqueueNDRangeKernel(queue, kernel->kernel, 3, nullptr, global, local, 0, nullptr, done);
@@ -153,13 +150,10 @@ class Args {
   }
 
  private:
-  void add(const void* value, size_t size) {
-    const auto* bytes = static_cast<const unsigned char*>(value);
-    args_.emplace_back(bytes, bytes + size);
-  }
+  void add(const void* value, size_t size) { args_.add(value, size); }
   Runtime* runtime_;
   int device_;
-  std::vector<std::vector<unsigned char>> args_;
+  KernelArgs args_;
   std::vector<uint64_t> offsets_;
   std::vector<std::shared_ptr<Allocation>> holders_;  // alive until enqueued
 };

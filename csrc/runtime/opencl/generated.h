@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -43,14 +44,14 @@ class Args {
                                                 " but the stream belongs to device " + std::to_string(device_));
     }
     mem(range.allocation->mem, range.offset);
-    holders_.push_back(range.allocation);
+    hold(std::move(range.allocation));
     return KPDR_SUCCESS;
   }
   void mem(cl_mem m, uint64_t offset) {
-    add(&m, sizeof(m));
+    args_.add(&m, sizeof(m), /*buffer=*/true);
     add(&offset, sizeof(offset));
   }
-  void unused_tensor() { mem(holders_.front()->mem, 0); }  // a placeholder the kernel never reads
+  void unused_tensor() { mem(first_mem_, 0); }  // a placeholder the kernel never reads
   void i64(int64_t v) { add(&v, sizeof(v)); }
   void i32(int32_t v) { add(&v, sizeof(v)); }
   void f32(float v) { add(&v, sizeof(v)); }
@@ -63,13 +64,10 @@ class Args {
   kpdrError_t run(Kernel* kernel, Stream& stream, size_t global, size_t local) {
     const ClApi& cl = runtime_->cl();
     std::lock_guard<std::mutex> lock(kernel->mutex);
-    for (size_t i = 0; i < args_.size(); ++i) {
-      const cl_int status = cl.SetKernelArg(kernel->kernel, static_cast<unsigned>(i), args_[i].size(),
-                                            args_[i].data());
-      if (status != CL_SUCCESS) {
-        return fail(KPDR_ERROR_UNKNOWN, std::string(api_) + ": clSetKernelArg(" + std::to_string(i) +
-                                            ") failed with " + cl_error_name(status));
-      }
+    size_t failed = 0;
+    if (const cl_int status = args_.set_on(cl, *kernel, &failed)) {
+      return fail(KPDR_ERROR_UNKNOWN, std::string(api_) + ": clSetKernelArg(" + std::to_string(failed) +
+                                          ") failed with " + cl_error_name(status));
     }
     return stream.submit(api_, [&](cl_command_queue queue, cl_event* done) {
       return cl.EnqueueNDRangeKernel(queue, kernel->kernel, 1, nullptr, &global, local ? &local : nullptr, 0,
@@ -78,27 +76,52 @@ class Args {
   }
 
  private:
-  void add(const void* value, size_t size) {
-    const auto* bytes = static_cast<const unsigned char*>(value);
-    args_.emplace_back(bytes, bytes + size);
+  void add(const void* value, size_t size) { args_.add(value, size); }
+  void hold(std::shared_ptr<Allocation> allocation) {
+    if (first_mem_ == nullptr) first_mem_ = allocation->mem;
+    if (held_ < kHeld) holders_[held_++] = std::move(allocation);
+    else more_holders_.push_back(std::move(allocation));
   }
+  static constexpr int kHeld = 6;
   Runtime* runtime_;
   int device_;
   const char* api_;
-  std::vector<std::vector<unsigned char>> args_;
-  std::vector<std::shared_ptr<Allocation>> holders_;
+  KernelArgs args_;
+  cl_mem first_mem_ = nullptr;
+  // Alive until enqueued (inline for the usual few tensors).
+  std::shared_ptr<Allocation> holders_[kHeld];
+  int held_ = 0;
+  std::vector<std::shared_ptr<Allocation>> more_holders_;
 };
 
 // Kernel objects by (device, key, name): the generated source is made and
-// looked up in the kernel cache only on a miss.
+// looked up in the kernel cache only on a miss. Looked up by views (no copy
+// of the key per launch).
+struct GeneratedKernelKey {
+  int device;
+  std::string key, name;
+};
+struct GeneratedKernelView {
+  int device;
+  std::string_view key, name;
+};
+struct GeneratedKernelLess {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return std::tuple<int, std::string_view, std::string_view>(a.device, a.key, a.name) <
+           std::tuple<int, std::string_view, std::string_view>(b.device, b.key, b.name);
+  }
+};
+
 template <typename Make>
 kpdrError_t kernel_for(Runtime* runtime, int device, const std::string& key, const char* name, Make&& make,
                        Kernel** kernel) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, std::string, std::string>, Kernel*> kernels;
+  static std::map<GeneratedKernelKey, Kernel*, GeneratedKernelLess> kernels;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = kernels.find({device, key, name});
+    auto it = kernels.find(GeneratedKernelView{device, key, name});
     if (it != kernels.end()) {
       *kernel = it->second;
       return KPDR_SUCCESS;
@@ -106,7 +129,7 @@ kpdrError_t kernel_for(Runtime* runtime, int device, const std::string& key, con
   }
   if (kpdrError_t error = runtime->kernels().get_generated(device, make(), key, name, kernel)) return error;
   std::lock_guard<std::mutex> lock(mutex);
-  kernels[{device, key, name}] = *kernel;
+  kernels[GeneratedKernelKey{device, key, name}] = *kernel;
   return KPDR_SUCCESS;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "errors.h"
@@ -203,6 +204,11 @@ kpdrError_t KernelCache::get_generated(int device, const std::string& source, co
 // Under mutex_.
 kpdrError_t KernelCache::kernel_of(Program* program, const char* name, Kernel** kernel) {
   if (program->code != KPDR_SUCCESS) return fail(program->code, program->error);
+  const auto found = program->kernels.find(std::string_view(name));
+  if (found != program->kernels.end()) {
+    *kernel = found->second.get();
+    return KPDR_SUCCESS;
+  }
   auto& entry = program->kernels[name];
   if (entry == nullptr) {
     cl_int status = CL_SUCCESS;

@@ -4,11 +4,15 @@
 // source) and from source otherwise.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cl_api.h"
 #include "kpdr.h"
@@ -17,6 +21,14 @@ namespace kpdr_opencl {
 
 class Runtime;
 
+// One argument value of a launch: up to 64 bytes (a long8), kept inline.
+struct KernelArgValue {
+  uint32_t size = 0;
+  bool buffer = false;  // a cl_mem
+  bool valid = false;   // (in Kernel::last) the kernel object holds these bytes
+  alignas(8) unsigned char bytes[64];
+};
+
 // One kernel object; clSetKernelArg is not thread safe, so the arguments are
 // set and the launch enqueued under `mutex`.
 struct Kernel {
@@ -24,6 +36,53 @@ struct Kernel {
   size_t work_group = 0;  // the KP_WG the program was built with
   bool shuffles = false;  // the program was built with KP_SHFL (warp shuffles: kp_decode_attention_shfl)
   std::mutex mutex;
+  std::vector<KernelArgValue> last;  // the values set on `kernel`, by index; under mutex
+};
+
+// The arguments of one launch, collected before the kernel's lock is taken:
+// inline storage (no allocation per argument), set on the kernel object by
+// set_on. A kernel object keeps its argument values between launches, so a
+// value equal to the one it holds is not set again: most of a launch's
+// arguments (sizes, strides, offsets, scalars) repeat from call to call, and
+// each clSetKernelArg is a driver call. Buffers are set every time: a
+// released cl_mem's handle may come back for a new buffer, and drivers may
+// resolve the buffer when the argument is set.
+class KernelArgs {
+ public:
+  static constexpr size_t kMax = 48;
+  void add(const void* value, size_t size, bool buffer = false) {
+    if (count_ == kMax || size > sizeof(KernelArgValue::bytes)) {
+      throw std::length_error("a kernel launch with more arguments than KernelArgs holds");
+    }
+    KernelArgValue& v = values_[count_++];
+    v.size = static_cast<uint32_t>(size);
+    v.buffer = buffer;
+    std::memcpy(v.bytes, value, size);
+  }
+  size_t size() const { return count_; }
+  // Sets the arguments on `kernel` (the caller holds kernel.mutex). On a
+  // failure returns the status and the failing index in *failed.
+  cl_int set_on(const ClApi& cl, Kernel& kernel, size_t* failed) const {
+    if (kernel.last.size() < count_) kernel.last.resize(count_);
+    for (size_t i = 0; i < count_; ++i) {
+      const KernelArgValue& v = values_[i];
+      KernelArgValue& held = kernel.last[i];
+      if (!v.buffer && held.valid && held.size == v.size && std::memcmp(held.bytes, v.bytes, v.size) == 0) continue;
+      const cl_int status = cl.SetKernelArg(kernel.kernel, static_cast<cl_uint>(i), v.size, v.bytes);
+      if (status != CL_SUCCESS) {
+        held.valid = false;
+        *failed = i;
+        return status;
+      }
+      held = v;
+      held.valid = !v.buffer;
+    }
+    return CL_SUCCESS;
+  }
+
+ private:
+  KernelArgValue values_[kMax];
+  size_t count_ = 0;
 };
 
 class KernelCache {
@@ -46,7 +105,7 @@ class KernelCache {
     bool shuffles = false;
     std::string error;  // set when the build failed
     kpdrError_t code = KPDR_SUCCESS;
-    std::map<std::string, std::unique_ptr<Kernel>> kernels;
+    std::map<std::string, std::unique_ptr<Kernel>, std::less<>> kernels;  // found by const char* without a copy
   };
   kpdrError_t build(int device, kpdrDtype dtype, Program* program);
   kpdrError_t build_source(int device, const std::string& source, const std::string& defines,

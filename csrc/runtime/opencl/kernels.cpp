@@ -115,13 +115,10 @@ class Launch {
     }
     const kpdr_opencl::ClApi& cl = runtime_->cl();
     std::lock_guard<std::mutex> lock(kernel->mutex);
-    for (size_t i = 0; i < args_.size(); ++i) {
-      const cl_int status = cl.SetKernelArg(kernel->kernel, static_cast<unsigned>(i), args_[i].size,
-                                            args_[i].bytes);
-      if (status != CL_SUCCESS) {
-        return fail(KPDR_ERROR_UNKNOWN, std::string(api_) + ": clSetKernelArg(" + std::to_string(i) +
-                                            ") failed with " + kpdr_opencl::cl_error_name(status));
-      }
+    size_t failed = 0;
+    if (const cl_int status = args_.set_on(cl, *kernel, &failed)) {
+      return fail(KPDR_ERROR_UNKNOWN, std::string(api_) + ": clSetKernelArg(" + std::to_string(failed) +
+                                          ") failed with " + kpdr_opencl::cl_error_name(status));
     }
     return stream_->submit(api_, [&](kpdr_opencl::cl_command_queue queue, kpdr_opencl::cl_event* done) {
       return cl.EnqueueNDRangeKernel(queue, kernel->kernel, dims, nullptr, global, local, 0, nullptr, done);
@@ -143,17 +140,9 @@ class Launch {
  private:
   using cl_int = kpdr_opencl::cl_int;
   static constexpr cl_int CL_SUCCESS = kpdr_opencl::CL_SUCCESS;
-  struct Arg {
-    size_t size;
-    unsigned char bytes[8];
-  };
-  void add(const void* value, size_t size) {
-    Arg arg{size, {}};
-    std::memcpy(arg.bytes, value, size);
-    args_.push_back(arg);
-  }
+  void add(const void* value, size_t size) { args_.add(value, size); }
   void add_mem(kpdr_opencl::cl_mem mem, size_t offset) {
-    add(&mem, sizeof(mem));
+    args_.add(&mem, sizeof(mem), /*buffer=*/true);
     const uint64_t off = offset;
     add(&off, sizeof(off));
   }
@@ -162,7 +151,7 @@ class Launch {
   Runtime* runtime_ = nullptr;
   std::shared_ptr<kpdr_opencl::Stream> stream_;
   kpdrDtype dtype_ = KPDR_DTYPE_FLOAT32;
-  std::vector<Arg> args_;
+  kpdr_opencl::KernelArgs args_;
   std::vector<std::shared_ptr<kpdr_opencl::Allocation>> holders_;  // alive until enqueued
   kpdrStream_t handle_ = nullptr;
   kpdr_opencl::cl_mem workspace_ = nullptr;  // lent by the stream until this Launch goes

@@ -23,6 +23,7 @@ const std::map<std::string, std::string>& keys() {
       {"build_options", "MY_ASIC_OPENCL_BUILD_OPTIONS"},
       {"cache_dir", "MY_ASIC_OPENCL_CACHE_DIR"},
       {"gemm", "MY_ASIC_OPENCL_GEMM"},
+      {"profiling", "MY_ASIC_OPENCL_PROFILING"},
   };
   return k;
 }
@@ -87,6 +88,10 @@ kpdrError_t apply(const std::string& key, const std::string& value, const std::s
     if (value != "auto" && value != "portable" && value != "mma" && value != "mma_emulated")
       return bad("auto, portable, mma (tensor cores through inline PTX, NVIDIA) or mma_emulated");
     o->gemm = value;
+  } else if (key == "profiling") {
+    if (value != "auto" && value != "always")
+      return bad("auto (queues profile once a timing event is recorded on them) or always");
+    o->profiling = value;
   }
   return KPDR_SUCCESS;
 }

@@ -22,6 +22,9 @@ struct Options {
   std::string build_options; // appended to the OpenCL C compiler options
   std::string cache_dir;     // compiled-kernel cache; "off" disables it
   std::string gemm = "auto"; // GEMM kernel: auto | portable | mma | mma_emulated (gemm.cpp)
+  // Command-queue profiling: "auto" turns it on for a stream when a timing
+  // event is first recorded on it (queues.h); "always" for every queue.
+  std::string profiling = "auto";
 };
 
 // Parses environment and `text`; on a bad value fails with INVALID_VALUE

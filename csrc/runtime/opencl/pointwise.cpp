@@ -519,6 +519,21 @@ struct ReduceOp {
     if (op == KPDR_REDUCE_AMIN) return "kp_nanmin(" + x + ", " + y + ")";
     return x + " + " + y;
   }
+  // One element folded into `acc` in a hot loop (a statement). fmax/fmin
+  // ignore NaN, so amax/amin record NaN in the flag kp_nan (declared by
+  // nan_flag, folded back by nan_finish) instead of testing both operands
+  // per element: 3 instructions for kp_nanmax's 5, which made bfloat16 amax
+  // over rows (8 elements per 16-byte load) slower than the sum (0.69 of a
+  // copy on an H200 against 0.75).
+  std::string fold(const std::string& acc, const std::string& x) const {
+    if (op == KPDR_REDUCE_AMAX) return acc + " = fmax(" + acc + ", " + x + "); kp_nan |= isnan(" + x + ");";
+    if (op == KPDR_REDUCE_AMIN) return acc + " = fmin(" + acc + ", " + x + "); kp_nan |= isnan(" + x + ");";
+    return acc + " += " + x + ";";
+  }
+  std::string nan_flag() const { return op == KPDR_REDUCE_AMAX || op == KPDR_REDUCE_AMIN ? " int kp_nan = 0;\n" : ""; }
+  std::string nan_finish(const std::string& acc) const {
+    return op == KPDR_REDUCE_AMAX || op == KPDR_REDUCE_AMIN ? " if (kp_nan) " + acc + " = NAN;\n" : "";
+  }
 };
 
 ReduceOp reduce_op(const kpdrReduceArgs& a) {
@@ -564,7 +579,7 @@ std::string reduce_rows_source(const kpdrReduceArgs& a, int kept, int vec) {
   src += " const uint grp = (uint)get_group_id(0), nsplit = (uint)splits;\n";
   src += " const long split = grp % nsplit;\n";
   src += " const long g = (long)(grp / nsplit) * (WG / lpr) + t / lpr;\n";
-  src += " float acc = " + r.identity + ";\n long obase = 0;\n";
+  src += " float acc = " + r.identity + ";\n long obase = 0;\n" + r.nan_flag();
   src += " if (g < outputs) {\n  long base;\n  {\n" + decompose("g", kept, "ks", {{"b", "ki"}, {"ob", "ko"}}) +
          "  base = b; obase = ob;\n  }\n";
   src += "  const long j0 = split * chunk, j1 = min(count, j0 + chunk);\n  long j = j0 + lane;\n";
@@ -582,17 +597,17 @@ std::string reduce_rows_source(const kpdrReduceArgs& a, int kept, int vec) {
     }
     for (int u = 0; u < 4; ++u) {
       src += "   ";
-      for (int e = 0; e < vec; ++e) src += " acc = " + r.combine("acc", "v" + num(u) + ".s" + num(e)) + ";";
+      for (int e = 0; e < vec; ++e) src += " " + r.fold("acc", "v" + num(u) + ".s" + num(e));
       src += "\n";
     }
     src += "   }\n";
     src += "   for (; j < jv; j += step) {\n";
     src += "    const float" + v + " v = " + load_vec(a.in_dtype, vec, false, "PTR(in)", "base + j") + ";\n   ";
-    for (int e = 0; e < vec; ++e) src += " acc = " + r.combine("acc", "v.s" + num(e)) + ";";
+    for (int e = 0; e < vec; ++e) src += " " + r.fold("acc", "v.s" + num(e));
     src += "\n   }\n   j = jv + lane;\n  }\n";
   }
-  src += "  for (; j < j1; j += lpr) { const float v = " + ld + "base + j); acc = " + r.combine("acc", "v") + "; }\n }\n";
-  src += " red[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n";
+  src += "  for (; j < j1; j += lpr) { const float v = " + ld + "base + j); " + r.fold("acc", "v") + " }\n }\n";
+  src += r.nan_finish("acc") + " red[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n";
   src += " for (int s = lpr / 2; s > 0; s >>= 1) {\n  if (lane < s) { const float v = red[t + s]; acc = red[t]; red[t] = " +
          r.combine("acc", "v") + "; }\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
   src += " if (lane == 0 && g < outputs) {\n  acc = red[t];\n";
@@ -607,15 +622,22 @@ std::string reduce_rows_source(const kpdrReduceArgs& a, int kept, int vec) {
 // WG / cx across rows, so each row's bytes are read in contiguous segments of
 // cx vectors (64 bytes and up), coalesced; kColumnRows rows in flight per
 // work-item. Group p of `parts` takes rows [p * chunk, (p + 1) * chunk) and,
-// when parts > 1, leaves its partial results in `part` for kp_reduce_finish.
+// when parts > 1, leaves its partial results in `part`; it then counts itself
+// done on its column block's counter (`flags`, zeroed: Stream::counters), and
+// the block's last group combines the parts, stores the outputs and zeroes
+// the counter: rows split over many work-groups in one launch (a second
+// launch, kp_reduce_finish, cost about as much as reading 64 MiB on an H200
+// through NVIDIA's OpenCL). The partial results are written before a global
+// fence and the count, and read back through volatile pointers (not a stale
+// cache line).
 constexpr int kColumnRows = 8;
 std::string reduce_cols_source(const kpdrReduceArgs& a, int reduced, int vec) {
   const ReduceOp r = reduce_op(a);
   std::string src = std::string(kPrelude) + kVectorPrelude + "#define WG KP_WG\n";
   const std::string v = num(vec), vt = vec > 1 ? "float" + v : "float", U = num(kColumnRows);
   src += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void kp_reduce_cols(BUF(in), BUF(out), BUF(part), "
-         "long cols, long ko0, long8 rs, long8 ri, long count, long chunk, long col_blocks, int cx) {\n";
-  src += " __local float red[WG * " + v + "];\n";
+         "BUF(flags), long cols, long ko0, long8 rs, long8 ri, long count, long chunk, long col_blocks, int cx) {\n";
+  src += " __local float red[WG * " + v + "];\n __local int last;\n";
   src += " const int t = get_local_id(0), lx = t % cx, ly = t / cx, lys = WG / cx;\n";
   src += " const uint grp = (uint)get_group_id(0), nblock = (uint)col_blocks;\n";  // 32-bit division
   src += " const long p = grp / nblock;\n";
@@ -647,11 +669,23 @@ std::string reduce_cols_source(const kpdrReduceArgs& a, int reduced, int vec) {
   src += " for (int s = lys / 2; s > 0; s >>= 1) {\n  if (ly < s) {\n";
   src += "   for (int e = 0; e < " + v + "; ++e) { const float x = red[t * " + v + " + e], y = red[(t + s * cx) * " + v +
          " + e]; red[t * " + v + " + e] = " + r.combine("x", "y") + "; }\n  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
+  src += " const uint parts = get_num_groups(0) / nblock;\n";
   src += " if (ly == 0 && c0 < cols) {\n  for (int e = 0; e < " + v + "; ++e) {\n";
   src += "   float acc = red[t * " + v + " + e];\n";
-  src += "   if (get_num_groups(0) == col_blocks) { const long obase = (c0 + e) * ko0; " + r.finish_store + " }\n";
-  src += "   else ((__global float*)PTR(part))[p * cols + c0 + e] = acc;\n  }\n }\n}\n";
-  return src + reduce_finish_source(r, 1);
+  src += "   if (parts == 1) { const long obase = (c0 + e) * ko0; " + r.finish_store + " }\n";
+  src += "   else ((__global float*)PTR(part))[p * cols + c0 + e] = acc;\n  }\n }\n";
+  // (barriers outside branches, even uniform ones: PoCL)
+  src += " mem_fence(CLK_GLOBAL_MEM_FENCE);\n barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);\n";
+  src += " if (t == 0) last = parts > 1 && atomic_inc((volatile __global uint*)PTR(flags) + grp % nblock) == parts - 1;\n";
+  src += " barrier(CLK_LOCAL_MEM_FENCE);\n";
+  src += " if (last) {\n  mem_fence(CLK_GLOBAL_MEM_FENCE);\n";
+  src += "  const volatile __global float* q = (const volatile __global float*)PTR(part);\n";
+  src += "  if (ly == 0 && c0 < cols) {\n   for (int e = 0; e < " + v + "; ++e) {\n";
+  src += "    float acc = q[c0 + e];\n";
+  src += "    for (uint k = 1; k < parts; ++k) { const float x = q[k * cols + c0 + e]; acc = " + r.combine("acc", "x") + "; }\n";
+  src += "    const long obase = (c0 + e) * ko0; " + r.finish_store + "\n   }\n  }\n";
+  src += "  if (t == 0) ((volatile __global uint*)PTR(flags))[grp % nblock] = 0;\n }\n}\n";
+  return src;
 }
 
 }  // namespace
@@ -837,7 +871,9 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
       Kernel* finish = nullptr;
       auto make = [&] { return rows ? reduce_rows_source(*a, kept, vec) : reduce_cols_source(*a, reduced, vec); };
       if (kpdrError_t error = kernel_for(runtime, device, key, name, make, &kernel)) return error;
-      if (kpdrError_t error = kernel_for(runtime, device, key, "kp_reduce_finish", make, &finish)) return error;
+      if (rows) {
+        if (kpdrError_t error = kernel_for(runtime, device, key, "kp_reduce_finish", make, &finish)) return error;
+      }
       const int64_t wg = static_cast<int64_t>(kernel->work_group);
       int64_t parts = 1, chunk = std::max<int64_t>(count, 1), groups = 0, lpr = 1, cx = 1;
       if (rows) {
@@ -851,30 +887,28 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
         chunk = (count + parts - 1) / parts;
         chunk = (chunk + vec - 1) / vec * vec;
       } else {
-        // One launch where column segments of 8 vectors (128 bytes), else 4
-        // (64 bytes: still whole 32-byte sectors), give at least two
-        // work-groups per compute unit, and each work-item reads at most 512
-        // rows: on an H200 through NVIDIA's OpenCL a call costs about 21 us
-        // before any reading (a second launch as much as the reading of
-        // 64 MiB), and 8-vector segments there (one work-group per compute
-        // unit) kept too few loads in flight (0.45 of a copy). Otherwise 32
-        // vectors across, and blocks of rows split out to a second pass.
+        // Column segments of 8 vectors (128 bytes), else 4 (64 bytes: still
+        // whole 32-byte sectors) where 8 give fewer than two work-groups per
+        // compute unit; then the rows are split over `parts` work-groups per
+        // column block (one launch: the last group finishes) until about four
+        // work-groups per compute unit run, each work-item keeping at least two
+        // blocks of kColumnRows rows. On an H200 one work-group per column
+        // block (256 of them, 64 rows per work-item for a 4096 x 4096 sum) read
+        // at 0.49 of a copy: 16 warps per SM with 8 loads in flight each hid
+        // too little of the memory's latency.
         cx = std::min<int64_t>(8, wg);
         groups = (ks[0] + cx * vec - 1) / (cx * vec);
         if (groups < 2 * compute_units) {
           cx = std::min<int64_t>(4, wg);
           groups = (ks[0] + cx * vec - 1) / (cx * vec);
         }
-        if (groups * 2 < compute_units || count > 512 * (wg / cx)) {
-          cx = std::min<int64_t>(32, wg);
-          groups = (ks[0] + cx * vec - 1) / (cx * vec);
-          const int64_t ly = wg / cx;
-          if (count > 0) {
-            parts = std::max<int64_t>(1, std::min((target_groups + groups - 1) / groups,
-                                                  (count + ly * 2 * kColumnRows - 1) / (ly * 2 * kColumnRows)));
-          }
+        const int64_t block = (wg / cx) * kColumnRows;  // rows a work-group reads per step
+        if (count >= 4 * block && groups <= static_cast<int64_t>(Stream::kCounters)) {
+          parts = std::min((4 * static_cast<int64_t>(std::max(1, compute_units)) + groups - 1) / groups,
+                           count / (2 * block));
         }
         chunk = (std::max<int64_t>(count, 1) + parts - 1) / parts;
+        if (parts > 1) chunk = (chunk + block - 1) / block * block;  // whole steps: no row-by-row tail
       }
       parts = (std::max<int64_t>(count, 1) + chunk - 1) / chunk;
       cl_mem part = nullptr;
@@ -902,6 +936,15 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
       if (kpdrError_t error = args.tensor(a->out, "out")) return error;
       if (part != nullptr) args.mem(part, 0);
       else args.unused_tensor();
+      if (!rows) {
+        cl_mem flags = nullptr;
+        if (parts > 1) {
+          if (kpdrError_t error = stream->counters(&flags)) return error;
+          args.mem(flags, 0);
+        } else {
+          args.unused_tensor();
+        }
+      }
       if (rows) {
         args.long8(ks, kept); args.long8(ki, kept); args.long8(ko, kept);
         args.i64(outputs); args.i64(count); args.i32(static_cast<int32_t>(lpr)); args.i64(chunk); args.i64(parts);
@@ -910,7 +953,7 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
         args.i64(count); args.i64(chunk); args.i64(groups); args.i32(static_cast<int32_t>(cx));
       }
       if (kpdrError_t error = args.run(kernel, *stream, static_cast<size_t>(groups * parts * wg), wg)) return error;
-      if (parts == 1) return KPDR_SUCCESS;
+      if (parts == 1 || !rows) return KPDR_SUCCESS;  // (columns finish in their last work-groups)
       Args second(runtime, device, "reduce");
       second.mem(part, 0);
       if (kpdrError_t error = second.tensor(a->out, "out")) return error;

@@ -224,24 +224,6 @@ kpdrError_t Runtime::describe_device(int index, cl_device_id id) {
   return KPDR_SUCCESS;
 }
 
-kpdrError_t Runtime::new_queue(cl_device_id device, cl_command_queue* queue) {
-  cl_int status = CL_SUCCESS;
-  if (cl_->CreateCommandQueueWithProperties != nullptr) {
-    const cl_queue_properties properties[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_PROFILING_ENABLE, 0};
-    *queue = cl_->CreateCommandQueueWithProperties(context_, device, properties, &status);
-  } else {
-    *queue = cl_->CreateCommandQueue(context_, device, CL_QUEUE_PROFILING_ENABLE, &status);
-  }
-  if (*queue == nullptr || status != CL_SUCCESS) {
-    return fail(status == CL_OUT_OF_HOST_MEMORY || status == CL_OUT_OF_RESOURCES
-                    ? KPDR_ERROR_OUT_OF_MEMORY
-                    : KPDR_ERROR_UNKNOWN,
-                "clCreateCommandQueue failed with " + cl_error_name(status) +
-                    "; destroy unused streams");
-  }
-  return KPDR_SUCCESS;
-}
-
 kpdrError_t Runtime::start(const char* options) {
   if (kpdrError_t error = parse_options(options, &options_)) return error;
   std::string why;
@@ -280,7 +262,8 @@ kpdrError_t Runtime::start(const char* options) {
     if (kpdrError_t error = describe_device(static_cast<int>(i), ids[i])) return error;
     limits.push_back(DeviceLimits{devices_[i].capacity, devices_[i].max_alloc, devices_[i].name});
   }
-  if (kpdrError_t error = new_queue(ids[0], &internal_queue_)) return error;
+  // (the runtime's own blocking work is never timed: no profiling)
+  if (kpdrError_t error = create_queue(cl_, context_, ids[0], false, &internal_queue_)) return error;
   memory_ = std::make_unique<DeviceMemory>(cl_, context_, std::move(limits));
   pinned_ = std::make_unique<PinnedHostMemory>(cl_, context_, internal_queue_);
   kernels_ = std::make_unique<KernelCache>(*this);
@@ -289,8 +272,9 @@ kpdrError_t Runtime::start(const char* options) {
 
 kpdrError_t Runtime::create_stream(int device, kpdrStream_t* stream) {
   cl_command_queue queue = nullptr;
-  if (kpdrError_t error = new_queue(devices_[device].id, &queue)) return error;
-  *stream = streams_.add(std::make_shared<Stream>(cl_, device, queue));
+  const bool profiling = options_.profiling == "always";
+  if (kpdrError_t error = create_queue(cl_, context_, devices_[device].id, profiling, &queue)) return error;
+  *stream = streams_.add(std::make_shared<Stream>(cl_, context_, device, devices_[device].id, profiling, queue));
   return KPDR_SUCCESS;
 }
 

@@ -60,7 +60,6 @@ class Runtime {
   kpdrError_t start(const char* options);
   kpdrError_t select_devices(std::vector<cl_device_id>* chosen, cl_platform_id* platform);
   kpdrError_t describe_device(int index, cl_device_id id);
-  kpdrError_t new_queue(cl_device_id device, cl_command_queue* queue);
 
   const ClApi* cl_ = nullptr;
   Options options_;
