@@ -61,6 +61,7 @@ int64_t register_host_kernels() {
       register_runtime_indexing(r);
       register_runtime_tensor_ops(r);
       register_runtime_random(r);
+      register_runtime_sort(r);
       register_runtime_resample(r);
       names() = r.registered();
       return static_cast<int64_t>(names().size());
