@@ -189,7 +189,18 @@ for dt in FLOATS:
 
 stats = {op: n for op, n in torch.my_asic.fallback_stats().items()
          if op.split("::")[1].split(".")[0] in ROUTED_OPS}
-print(json.dumps({"checked": checked, "fallbacks": stats}))
+# Calls ATen rejects go to the fallback, which raises ATen's errors; the device stays usable.
+errors = []
+x = torch.randn(3, 7, device=dev)
+for bad in (lambda: torch.sort(x, dim=2), lambda: torch.topk(x, 8), lambda: torch.topk(x > 0, 2),
+            lambda: torch.kthvalue(x, 0), lambda: torch.median(x > 0, 1)):
+    try:
+        bad()
+        errors.append("no error")
+    except (IndexError, RuntimeError) as e:
+        errors.append(type(e).__name__ + ": " + str(e).splitlines()[0])
+assert torch.sort(x).values.cpu().shape == (3, 7)
+print(json.dumps({"checked": checked, "fallbacks": stats, "errors": errors}))
 '''
 
 

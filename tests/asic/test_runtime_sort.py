@@ -14,3 +14,7 @@ def test_sorting_ops_match_the_cpu_without_falling_back():
     result = json.loads(last_line(run_python(script(), env={"MY_ASIC_HOST_ADDRESSABLE": "0"})))
     assert result["checked"] >= 500
     assert result["fallbacks"] == {}
+    errors = result["errors"]
+    assert errors[0].startswith("IndexError: Dimension out of range"), errors
+    assert "selected index k out of range" in errors[1], errors
+    assert "bool" in errors[2].lower() and "kthvalue" in errors[3] and "Bool" in errors[4], errors
