@@ -107,5 +107,8 @@ void scatter(const kpdrIndexArgs& args);
 // Random fills (kpdrRandomArgs, random.cpp): Philox4x32-10 per element, in
 // parallel; the distribution and dtype checked by the caller.
 void random_fill(const kpdrRandomArgs& args);
+// Sorting along one dimension (kpdrSortArgs, sort.cpp): slices in parallel,
+// each through std::sort / std::partial_sort of (value, position) pairs.
+void sort(const kpdrSortArgs& args);
 
 }  // namespace kp

@@ -674,6 +674,34 @@ typedef struct kpdrRandomArgs {
   uint64_t seed;
 } kpdrRandomArgs;
 
+/* Sorting along one dimension (sort, argsort, msort, topk, kthvalue, median).
+ * For every slice of the input along `dim` (the input: `sizes`, in_strides,
+ * any strides; n = sizes[dim]) the entry orders the slice's elements and
+ * writes the first k of that order:
+ *   values[..., j, ...]  = the slice's j-th element in order       (j < k)
+ *   indices[..., j, ...] = its position in the slice, INT64        (j < k)
+ * through values_strides / indices_strides (any strides), the outputs being
+ * indexed like the input with sizes[dim] replaced by k. Either output may be
+ * NULL (not written). The order is ascending (descending == 0) or
+ * descending, with NaN greater than every number (last ascending, first
+ * descending, as ATen orders it), -0.0 equal to 0.0, integers compared
+ * exactly, bool false < true; and it is always stable: equal elements keep
+ * their input order, so ties have one answer on every runtime. k == n is a
+ * full sort; k < n the first k elements only (top-k: a runtime may do less
+ * work). dtype: any kpdrDtype; values are copied bit for bit (NaN payloads
+ * aside). Outputs overlap nothing. */
+typedef struct kpdrSortArgs {
+  int32_t ndim;                    /* 1..KPDR_MAX_DIMS */
+  int32_t dim;                     /* 0..ndim-1: the sorted dimension */
+  int64_t sizes[KPDR_MAX_DIMS];    /* of the input */
+  int64_t k;                       /* 0..sizes[dim]: elements written per slice */
+  kpdrDtype dtype;                 /* of in and values */
+  const void* in;     int64_t in_strides[KPDR_MAX_DIMS];
+  void* values;       int64_t values_strides[KPDR_MAX_DIMS];   /* may be NULL */
+  int64_t* indices;   int64_t indices_strides[KPDR_MAX_DIMS];  /* may be NULL */
+  int32_t descending;
+} kpdrSortArgs;
+
 /* The runtime's kernels. kernel_pytorch zero-fills the table and sets
  * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
  * runtime fills the entries it implements (leaving the others NULL) and only
@@ -704,6 +732,8 @@ typedef struct kpdrKernelTable {
   kpdrError_t (*scatter)(const kpdrIndexArgs* args, kpdrStream_t stream);
   /* Random fills (appended likewise): the device generator's draws. */
   kpdrError_t (*random)(const kpdrRandomArgs* args, kpdrStream_t stream);
+  /* Sorting (appended likewise): sort, argsort, topk, kthvalue, median. */
+  kpdrError_t (*sort)(const kpdrSortArgs* args, kpdrStream_t stream);
 } kpdrKernelTable;
 
 /* Optional. Fills `table` (see kpdrKernelTable); may be called before

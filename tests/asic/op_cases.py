@@ -127,7 +127,7 @@ CASES = {
 
 
 # Random cases a runtime's random entry serves when memory is not host addressable.
-DEVICE_GENERATOR_CASES = ("dropout", "rand", "randn", "randint", "normal_")
+DEVICE_GENERATOR_CASES = ("dropout", "rand", "randint", "randn", "normal_", "multinomial")
 
 
 def same_draws(name, device):
@@ -147,6 +147,9 @@ def same_draws(name, device):
         "randint": lambda: bool(((actual >= 0) & (actual < 10)).all()),
         "randn": distinct,
         "normal_": distinct,
+        # without replacement: distinct categories of non-zero weight in each row
+        "multinomial": lambda: bool(((actual >= 0) & (actual < a.shape[1])).all())
+        and all(len(set(r)) == len(r) and bool((a[i, r].abs() > 0).all()) for i, r in enumerate(actual.tolist())),
     }[name]()
     return None if support else f"values outside the distribution: {actual.flatten()[:8].tolist()}"
 

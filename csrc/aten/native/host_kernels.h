@@ -240,6 +240,9 @@ void register_runtime_tensor_ops(Registrar& r);
 // normal_, uniform_, bernoulli_, random_, exponential_ and native_dropout
 // through the runtime's random entry (runtime_random.cpp).
 void register_runtime_random(Registrar& r);
+// sort (argsort, msort), topk, kthvalue, median and nanmedian through the
+// runtime's sort entry (runtime_sort.cpp).
+void register_runtime_sort(Registrar& r);
 // avg_pool2d and upsample_nearest2d with their backward, composed from the
 // im2col, reduce, gather and scatter entries (runtime_resample.cpp).
 void register_runtime_resample(Registrar& r);

@@ -61,6 +61,7 @@ int64_t register_host_kernels() {
       register_runtime_indexing(r);
       register_runtime_tensor_ops(r);
       register_runtime_random(r);
+      register_runtime_sort(r);
       register_runtime_resample(r);
       register_runtime_group_norm(r);
       names() = r.registered();

@@ -165,6 +165,24 @@ kpdrError_t check_dtypes(const char* api, const kpdrRandomArgs& a) {
   return KPDR_SUCCESS;
 }
 
+// The sorted dimension, k and the dtype (kpdr.h: any kpdrDtype).
+kpdrError_t check_dtypes(const char* api, const kpdrSortArgs& a) {
+  if (a.ndim < 1 || a.ndim > KPDR_MAX_DIMS) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": ndim " + std::to_string(a.ndim) + " is outside 1.." +
+                                              std::to_string(KPDR_MAX_DIMS));
+  }
+  if (kpdrError_t error = check_dims(api, a.ndim, a.sizes)) return error;
+  if (a.dim < 0 || a.dim >= a.ndim) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": dim outside 0..ndim-1");
+  if (a.k < 0 || a.k > a.sizes[a.dim]) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": k " + std::to_string(a.k) + " is outside 0.." +
+                                              std::to_string(a.sizes[a.dim]));
+  }
+  const bool known = float_dtype(a.dtype) || a.dtype == KPDR_DTYPE_BOOL || a.dtype == KPDR_DTYPE_INT64 ||
+                     a.dtype == KPDR_DTYPE_INT32;
+  if (!known) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  return KPDR_SUCCESS;
+}
+
 int64_t element_count(int32_t ndim, const int64_t* sizes) {
   int64_t n = 1;
   for (int d = 0; d < ndim; ++d) n *= sizes[d];
@@ -437,6 +455,23 @@ kpdrError_t random_entry(const kpdrRandomArgs* args, kpdrStream_t stream) {
   });
 }
 
+kpdrError_t sort_entry(const kpdrSortArgs* args, kpdrStream_t stream) {
+  return launch("sort", args, stream, &kp::sort, [](Resolver& r, kpdrSortArgs& a) {
+    int64_t written = a.k;  // output elements: the slices times k
+    for (int d = 0; d < a.ndim; ++d) {
+      if (d != a.dim) written *= a.sizes[d];
+    }
+    if (written == 0 || (a.values == nullptr && a.indices == nullptr)) {
+      a.k = 0;  // nothing to write
+      a.values = nullptr;
+      a.indices = nullptr;
+      return KPDR_SUCCESS;
+    }
+    KP_RESOLVE(in); KP_RESOLVE(values, true); KP_RESOLVE(indices, true);
+    return KPDR_SUCCESS;
+  });
+}
+
 #undef KP_RESOLVE
 
 }  // namespace
@@ -463,6 +498,7 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
   ours.gather = &myasic::gather;    // device_indexing.cpp
   ours.scatter = &myasic::scatter;
   ours.random = &random_entry;
+  ours.sort = &sort_entry;
   // Write only what both sides know (either may be built against a newer kpdr.h).
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

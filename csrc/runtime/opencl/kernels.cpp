@@ -18,6 +18,7 @@
 #include "losses.h"
 #include "indexing.h"
 #include "random.h"
+#include "sort.h"
 #include "pointwise.h"
 #include "runtime.h"
 
@@ -451,6 +452,7 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.gather = &kpdr_opencl::gather;  // indexing.cpp
     ours.scatter = &kpdr_opencl::scatter;
     ours.random = &kpdr_opencl::random_fill;  // random.cpp
+    ours.sort = &kpdr_opencl::sort;  // sort.cpp
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);
