@@ -107,5 +107,9 @@ void scatter(const kpdrIndexArgs& args);
 // Random fills (kpdrRandomArgs, random.cpp): Philox4x32-10 per element, in
 // parallel; the distribution and dtype checked by the caller.
 void random_fill(const kpdrRandomArgs& args);
+// Scans (kpdrScanArgs, scan.cpp): lines in parallel, each serially; float
+// in double, integer in exact int64. scan_integer: the call's arithmetic.
+void scan(const kpdrScanArgs& args);
+bool scan_integer(const kpdrScanArgs& args);
 
 }  // namespace kp
