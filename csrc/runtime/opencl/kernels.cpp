@@ -18,6 +18,7 @@
 #include "losses.h"
 #include "indexing.h"
 #include "random.h"
+#include "scan.h"
 #include "pointwise.h"
 #include "runtime.h"
 
@@ -462,6 +463,7 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.gather = &kpdr_opencl::gather;  // indexing.cpp
     ours.scatter = &kpdr_opencl::scatter;
     ours.random = &kpdr_opencl::random_fill;  // random.cpp
+    ours.scan = &kpdr_opencl::scan;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);
