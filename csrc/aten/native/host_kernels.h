@@ -243,6 +243,10 @@ void register_runtime_random(Registrar& r);
 // avg_pool2d and upsample_nearest2d with their backward, composed from the
 // im2col, reduce, gather and scatter entries (runtime_resample.cpp).
 void register_runtime_resample(Registrar& r);
+// cumsum, cumprod, _logcumsumexp, flip, nonzero, masked_select and
+// masked_scatter_ through the
+// runtime's scan entry (with pointwise and scatter; runtime_scan.cpp).
+void register_runtime_scan(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);
