@@ -1,5 +1,7 @@
 #include "gloo_transport.h"
 
+#include <mutex>
+
 namespace kernel_pytorch::distributed {
 namespace {
 
@@ -18,14 +20,14 @@ class GlooTransport final : public Transport {
     std::vector<at::Tensor> tensors{buffer};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp(op);
-    return gloo_->allreduce(tensors, opts);
+    return backend()->allreduce(tensors, opts);
   }
 
   WorkPtr broadcast(at::Tensor& buffer, int root) override {
     std::vector<at::Tensor> tensors{buffer};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
-    return gloo_->broadcast(tensors, opts);
+    return backend()->broadcast(tensors, opts);
   }
 
   WorkPtr reduce(at::Tensor& buffer, int root, c10d::ReduceOp::RedOpType op) override {
@@ -33,17 +35,17 @@ class GlooTransport final : public Transport {
     c10d::ReduceOptions opts;
     opts.rootRank = root;
     opts.reduceOp = c10d::ReduceOp(op);
-    return gloo_->reduce(tensors, opts);
+    return backend()->reduce(tensors, opts);
   }
 
   WorkPtr allgather(at::Tensor& output, at::Tensor& input) override {
-    return gloo_->_allgather_base(output, input);
+    return backend()->_allgather_base(output, input);
   }
 
   WorkPtr reduce_scatter(at::Tensor& output, at::Tensor& input, c10d::ReduceOp::RedOpType op) override {
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = c10d::ReduceOp(op);
-    return gloo_->_reduce_scatter_base(output, input, opts);
+    return backend()->_reduce_scatter_base(output, input, opts);
   }
 
   WorkPtr alltoall(
@@ -51,7 +53,7 @@ class GlooTransport final : public Transport {
       at::Tensor& input,
       std::vector<int64_t>& output_splits,
       std::vector<int64_t>& input_splits) override {
-    return gloo_->alltoall_base(output, input, output_splits, input_splits);
+    return backend()->alltoall_base(output, input, output_splits, input_splits);
   }
 
   WorkPtr gather(std::vector<at::Tensor>& outputs, at::Tensor& input, int root) override {
@@ -62,7 +64,7 @@ class GlooTransport final : public Transport {
     std::vector<at::Tensor> in{input};
     c10d::GatherOptions opts;
     opts.rootRank = root;
-    return gloo_->gather(out, in, opts);
+    return backend()->gather(out, in, opts);
   }
 
   WorkPtr scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, int root) override {
@@ -73,25 +75,47 @@ class GlooTransport final : public Transport {
     }
     c10d::ScatterOptions opts;
     opts.rootRank = root;
-    return gloo_->scatter(out, in, opts);
+    return backend()->scatter(out, in, opts);
   }
 
   WorkPtr send(at::Tensor& buffer, int dst, int tag) override {
     std::vector<at::Tensor> tensors{buffer};
-    return gloo_->send(tensors, dst, tag);
+    return backend()->send(tensors, dst, tag);
   }
 
   WorkPtr recv(at::Tensor& buffer, int src, int tag) override {
     std::vector<at::Tensor> tensors{buffer};
-    return gloo_->recv(tensors, src, tag);
+    return backend()->recv(tensors, src, tag);
   }
 
   WorkPtr barrier() override {
-    return gloo_->barrier();
+    return backend()->barrier();
+  }
+
+  void shutdown() override {
+    c10::intrusive_ptr<c10d::Backend> gloo;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      gloo = std::move(gloo_);
+    }
+    if (gloo) {
+      gloo->shutdown();
+      // Ours is the last reference: ProcessGroupGloo's destructor waits for
+      // its queued operations and joins its worker threads.
+      gloo.reset();
+    }
   }
 
  private:
-  c10::intrusive_ptr<c10d::Backend> gloo_;
+  c10::intrusive_ptr<c10d::Backend> backend() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(gloo_, "myccl: the gloo transport was shut down (destroy_process_group()); "
+                "create a new group with init_process_group() or new_group()");
+    return gloo_;
+  }
+
+  std::mutex mutex_;
+  c10::intrusive_ptr<c10d::Backend> gloo_; // guarded by mutex_; null once shut down
 };
 
 } // namespace

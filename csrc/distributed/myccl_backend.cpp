@@ -3,6 +3,7 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/python_headers.h>
 
 #include "core/core.h"
 
@@ -267,23 +268,57 @@ MycclBackend::MycclBackend(
 }
 
 MycclBackend::~MycclBackend() {
+  stop_completion_thread();
+}
+
+void MycclBackend::stop_completion_thread() {
+  std::thread thread;
   {
     std::lock_guard<std::mutex> lock(completion_mutex_);
     stopping_ = true;
+    thread = std::move(completion_thread_);
   }
   completion_cv_.notify_all();
-  if (completion_thread_.joinable()) {
-    completion_thread_.join();
+  if (thread.joinable()) {
+    thread.join();
+  }
+}
+
+void MycclBackend::shutdown() {
+  if (shut_down_.exchange(true)) {
+    return;
+  }
+  // The joins below wait for threads that may need the GIL (to release a
+  // finished operation's tensors): let go of it meanwhile if this thread has it.
+  PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  try {
+    stop_completion_thread();
+    transport_->shutdown();
+  } catch (...) {
+    if (saved != nullptr) {
+      PyEval_RestoreThread(saved);
+    }
+    throw;
+  }
+  if (saved != nullptr) {
+    PyEval_RestoreThread(saved);
   }
 }
 
 void MycclBackend::enqueue_completion(c10::intrusive_ptr<MycclWork> work) {
-  std::lock_guard<std::mutex> lock(completion_mutex_);
-  if (!completion_thread_.joinable()) {
-    completion_thread_ = std::thread([this] { run_completions(); });
+  {
+    std::lock_guard<std::mutex> lock(completion_mutex_);
+    if (!stopping_) {
+      if (!completion_thread_.joinable()) {
+        completion_thread_ = std::thread([this] { run_completions(); });
+      }
+      background_completion_started();
+      completions_.push_back(std::move(work));
+      completion_cv_.notify_one();
+      return;
+    }
   }
-  completions_.push_back(std::move(work));
-  completion_cv_.notify_one();
+  work->finish(); // shut down meanwhile: complete here rather than never
 }
 
 void MycclBackend::run_completions() {
@@ -299,6 +334,8 @@ void MycclBackend::run_completions() {
       completions_.pop_front();
     }
     work->finish();
+    work.reset(); // maybe the last reference: released inside the counted region
+    background_completion_finished();
   }
 }
 
@@ -331,6 +368,9 @@ c10::intrusive_ptr<c10d::Work> MycclBackend::launch(
     std::function<void()> post,
     std::vector<at::Tensor> outputs,
     bool collective) {
+  TORCH_CHECK(
+      !shut_down_.load(), "myccl: ", op, " was called after its process group was shut down "
+      "(destroy_process_group()); create a new group with init_process_group() or new_group()");
   exchange->ready();
   sequence_number_.fetch_add(1);
   c10::intrusive_ptr<c10d::Work> transport_work;

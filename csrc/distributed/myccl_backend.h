@@ -32,6 +32,13 @@ class MycclBackend final : public c10d::Backend {
   // timeout at the latest), then stops the completion thread.
   ~MycclBackend() override;
 
+  // destroy_process_group() calls it (through c10d's ProcessGroup::shutdown)
+  // even when something still holds the group (torch._dynamo does, once
+  // imported): finishes the operations in flight, stops the completion
+  // thread and shuts the transport down (for gloo: its worker threads end).
+  // Later operations raise. Idempotent.
+  void shutdown() override;
+
   const std::string getBackendName() const override {
     return "myccl";
   }
@@ -103,6 +110,7 @@ class MycclBackend final : public c10d::Backend {
 
   void enqueue_completion(c10::intrusive_ptr<MycclWork> work);
   void run_completions();
+  void stop_completion_thread();
 
   std::unique_ptr<Transport> transport_;
   std::atomic<uint64_t> sequence_number_{0};
@@ -113,6 +121,7 @@ class MycclBackend final : public c10d::Backend {
   std::condition_variable completion_cv_;
   std::deque<c10::intrusive_ptr<MycclWork>> completions_; // guarded by completion_mutex_
   bool stopping_ = false;                                  // guarded by completion_mutex_
+  std::atomic<bool> shut_down_{false};
   std::thread completion_thread_;
   const std::chrono::milliseconds timeout_;
   std::mutex streams_mutex_;

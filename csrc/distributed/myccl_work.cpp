@@ -3,12 +3,28 @@
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "core/core.h"
 
 namespace kernel_pytorch::distributed {
 namespace {
+
+std::mutex background_mutex;
+std::condition_variable background_idle;
+int64_t background_running = 0; // guarded by background_mutex
+
+// Marks the end of a counted completion when it goes out of scope.
+struct BackgroundCompletion {
+  BackgroundCompletion() = default;
+  BackgroundCompletion(const BackgroundCompletion&) = delete;
+  BackgroundCompletion& operator=(const BackgroundCompletion&) = delete;
+  ~BackgroundCompletion() {
+    background_completion_finished();
+  }
+};
 
 std::exception_ptr annotate(const std::string& description, std::exception_ptr error) {
   auto wrap = [&](const char* what) {
@@ -73,10 +89,18 @@ bool MycclWork::complete_with_transport_future() {
   if (!transport_future) {
     return false;
   }
-  c10::intrusive_ptr<MycclWork> self = c10::intrusive_ptr<MycclWork>::reclaim_copy(this);
-  // Holds `self` only until the transport finishes (the future then drops
-  // its callbacks), so no reference cycle outlives the operation.
-  transport_future->addCallback([self](c10::ivalue::Future& done) {
+  // The callback owns the work until the transport finishes, and lets go of
+  // it (maybe the last reference) inside the counted region; the future
+  // drops the emptied callback afterwards. No reference cycle outlives the
+  // operation.
+  auto holder = std::make_shared<c10::intrusive_ptr<MycclWork>>(c10::intrusive_ptr<MycclWork>::reclaim_copy(this));
+  background_completion_started();
+  transport_future->addCallback([holder](c10::ivalue::Future& done) {
+    if (!*holder) {
+      return;
+    }
+    BackgroundCompletion counted; // ends after `self` is released (reverse declaration order)
+    c10::intrusive_ptr<MycclWork> self = std::move(*holder);
     self->complete(done.hasError() ? done.exception_ptr() : nullptr);
   });
   return true;
@@ -170,6 +194,23 @@ c10::intrusive_ptr<c10::ivalue::Future> MycclWork::getFuture() {
       complete_in_background_, "myccl: ", description_,
       " has no future (point-to-point work completes in wait(), as with gloo)");
   return future_;
+}
+
+void background_completion_started() {
+  std::lock_guard<std::mutex> lock(background_mutex);
+  ++background_running;
+}
+
+void background_completion_finished() {
+  std::lock_guard<std::mutex> lock(background_mutex);
+  if (--background_running == 0) {
+    background_idle.notify_all();
+  }
+}
+
+bool wait_for_background_completions(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(background_mutex);
+  return background_idle.wait_for(lock, timeout, [] { return background_running == 0; });
 }
 
 } // namespace kernel_pytorch::distributed

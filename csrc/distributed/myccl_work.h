@@ -69,4 +69,17 @@ class MycclWork final : public c10d::Work {
   bool completed_ = false; // guarded by completion_mutex_
 };
 
+// Completions running on threads myccl does not own (the transport's) or on
+// its completion threads, counted process-wide. Such a thread may drop the
+// last reference to a work's output tensors, and releasing a tensor whose
+// Python object it keeps alive takes the GIL: once the interpreter is
+// finalising, CPython ends that thread mid-unwind and the process aborts
+// ("terminate called without an active exception"). The exit hook
+// (kernel_pytorch/asic/distributed.py) waits for the count to reach zero
+// before finalisation starts.
+void background_completion_started();
+void background_completion_finished();
+// True when none is running; waits at most `timeout` (call without the GIL).
+bool wait_for_background_completions(std::chrono::milliseconds timeout);
+
 } // namespace kernel_pytorch::distributed

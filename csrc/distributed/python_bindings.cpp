@@ -24,6 +24,15 @@ void init_distributed_bindings(pybind11::module_& parent) {
       },
       py::arg("gloo"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_wait_for_background_completions",
+      [](double timeout_s) {
+        return wait_for_background_completions(
+            std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
+      },
+      py::arg("timeout_s"), py::call_guard<py::gil_scoped_release>(),
+      "Waits (at most timeout_s seconds) until no myccl operation is completing on a transport or "
+      "completion thread; True when none is. The exit hook calls it before interpreter finalisation.");
 }
 
 } // namespace kernel_pytorch::distributed

@@ -65,6 +65,12 @@ class Transport {
   virtual WorkPtr send(at::Tensor& buffer, int dst, int tag) = 0;
   virtual WorkPtr recv(at::Tensor& buffer, int src, int tag) = 0;
   virtual WorkPtr barrier() = 0;
+
+  // Called once, when the process group is shut down (destroy_process_group)
+  // and myccl has completed its operations: waits for the transport's own
+  // operations in flight, then releases its threads and connections. Later
+  // calls may raise.
+  virtual void shutdown() = 0;
 };
 
 } // namespace kernel_pytorch::distributed

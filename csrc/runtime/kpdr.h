@@ -396,7 +396,10 @@ typedef enum kpdrReduceOp {
    * square root for STD (so inf or NaN where the divisor is 0, as in ATen).
    * Not called with an empty slice for ARGMAX/ARGMIN. SUM with out_dtype
    * INT64 (appended likewise) sums BOOL, INT32 or INT64 inputs exactly in
-   * 64-bit integers: ATen's sum of bool and integer tensors. */
+   * 64-bit integers: ATen's sum of bool and integer tensors. AMAX/AMIN with
+   * out_dtype INT64 (appended later) compare such inputs exactly as 64-bit
+   * integers (not called with an empty slice): ATen's max/min/amax/amin of
+   * integer and bool tensors, narrowed to the input's dtype by the caller. */
   KPDR_REDUCE_ARGMAX = 4,
   KPDR_REDUCE_ARGMIN = 5,
   KPDR_REDUCE_VAR = 6,

@@ -15,9 +15,13 @@ replaces with its own collective library.
 
 from __future__ import annotations
 
+import atexit
+import logging
 from datetime import timedelta
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 BACKEND_NAME = "myccl"
 DEVICE_TYPE = "my_asic"
@@ -41,7 +45,34 @@ def _create_myccl(dist_options, backend_options=None):
     rank, size = dist_options.group_rank, dist_options.group_size
     store = PrefixStore(f"{BACKEND_NAME}/gloo/", dist_options.store)
     gloo = ProcessGroupGloo(store, rank, size, timeout)
+    _register_exit_hook()
     return _C._distributed._create_myccl_over_gloo(gloo, rank, size, timeout)
+
+
+# How long the exit hook waits for operations that are still completing.
+_EXIT_WAIT_S = 10.0
+_exit_hook_registered = False
+
+
+def _wait_for_completions_at_exit() -> None:
+    """Lets myccl operations that are still completing finish before finalisation.
+
+    A transport thread that completes one may release its output tensors, which
+    takes the GIL; during finalisation CPython ends such a thread mid-unwind and
+    the process aborts (csrc/distributed/myccl_work.h).
+    """
+    from kernel_pytorch import _C
+
+    if not _C._distributed._wait_for_background_completions(_EXIT_WAIT_S):
+        logger.warning("myccl: operations were still completing %.0f s into interpreter exit; "
+                       "the exit may not be clean", _EXIT_WAIT_S)
+
+
+def _register_exit_hook() -> None:
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        atexit.register(_wait_for_completions_at_exit)
+        _exit_hook_registered = True
 
 
 def is_myccl_registered() -> bool:

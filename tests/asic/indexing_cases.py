@@ -12,7 +12,7 @@ ROUTED_OPS = (
     "gather", "scatter", "scatter_", "scatter_add", "scatter_add_", "index_add", "index_add_", "linspace",
     "logical_not", "bitwise_not", "bitwise_not_", "nan_to_num", "tril", "tril_", "triu", "triu_", "arange",
     "cos", "sin", "bitwise_and", "bitwise_or", "bitwise_xor", "add", "add_", "sub", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-    "where", "fill_", "zero_", "neg", "abs", "copy_", "_to_copy",
+    "where", "fill_", "zero_", "neg", "abs", "copy_", "_to_copy", "isin", "any", "full", "logical_not",
 )
 
 SCRIPT = r'''
@@ -210,6 +210,19 @@ for dt in ALL:
     check(lambda *t: torch.cat(t, dim=-1), values((2, 1, 3), dt), values((2, 1, 1), dt), name=f"cat dim -1 {dt}")
 check(lambda a, b: torch.cat([a, b]), values((2, 3), torch.float32), values((1, 3), torch.bfloat16), name="cat promotes")
 check(lambda a, b: torch.cat([a, b]), values((2, 3), torch.float32), torch.tensor([]), name="cat legacy empty input")
+
+# ---- isin (eq + any on the device) ----
+for elements, tests in ((torch.tensor([[1, 5, 2], [7, 2, 9]]), torch.tensor([2, 9, 11])),
+                        (torch.tensor([1.5, float("nan"), 3.0]), torch.tensor([float("nan"), 3.0])),
+                        (torch.tensor([1, 2, 3], dtype=torch.int32), torch.tensor([2.0, 3.5])),
+                        (torch.tensor([1, 2], dtype=torch.bfloat16), torch.tensor([2.0])),
+                        (torch.tensor([], dtype=torch.long), torch.tensor([1])),
+                        (torch.tensor([4, 5]), torch.tensor([], dtype=torch.long)),
+                        (torch.tensor(5), torch.tensor([5, 6]))):
+    for invert in (False, True):
+        check(lambda e, t, invert=invert: torch.isin(e, t, invert=invert), elements, tests,
+              name=f"isin {elements.dtype} {tuple(elements.shape)} invert={invert}")
+    check(lambda e: torch.isin(e, 2), elements, name=f"isin scalar {elements.dtype}")
 
 stats = {op: n for op, n in torch.my_asic.fallback_stats().items()
          if op.split("::")[1].split(".")[0] in ROUTED_OPS}

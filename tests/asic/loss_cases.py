@@ -13,6 +13,7 @@ ROUTED_OPS = (
     "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward",
     "native_layer_norm", "native_layer_norm_backward", "argmax", "argmin", "var", "std",
     "var_mean", "std_mean", "sum", "mean", "amax", "amin", "max", "min", "any", "all", "linalg_vector_norm",
+    "native_group_norm", "native_group_norm_backward",
 )
 
 SCRIPT = r'''
@@ -155,6 +156,13 @@ for dt in DTYPES:
         check(lambda v, w, bb, gg: grads(lambda a, c, d: F.layer_norm(a, (16,), c, d), v, w, bb, upstream=gg),
               x, wt.float(), b.float(), g, name="layer_norm float32 parameters backward",
               tol=dict(rtol=2e-2, atol=0.5))
+    # group_norm: ATen's composite forward, the backward composed from pointwise ops and reductions
+    for shape, groups in (((2, 6, 5, 5), 3), ((3, 4, 7), 2), ((2, 8), 4)):
+        c = shape[1]
+        check(lambda v, w, bb, gg, n=groups: grads(lambda a, e, f: F.group_norm(a, n, e, f), v, w, bb, upstream=gg),
+              r(*shape), r(c), r(c), r(*shape), name=f"group_norm backward {shape}", tol=LN_BACKWARD_TOL[dt])
+    check(lambda v, gg: grads(lambda a: F.group_norm(a, 2), v, upstream=gg), r(3, 4, 7).transpose(1, 2).transpose(1, 2),
+          r(3, 4, 7), name="group_norm backward no affine", tol=LN_BACKWARD_TOL[dt])
     # sums of masks and integer tensors (int64, exact): cross_entropy's count of kept targets
     check(lambda m: m.sum(), torch.rand(7, 300) > 0.3, name="sum of a bool mask", tol=TOL[torch.int64])
     check(lambda v: v.sum(1, keepdim=True), torch.randint(-2**40, 2**40, (5, 9)), name="sum of int64 (exact)", tol=TOL[torch.int64])

@@ -16,7 +16,7 @@ ROUTED_OPS = (
     "addcmul", "addcmul_", "addcdiv", "addcdiv_", "sum", "mean", "amax", "amin",
     "mse_loss", "mse_loss_backward", "log1p", "log1p_", "expm1", "expm1_", "clamp", "clamp_", "clamp_min",
     "clamp_min_", "clamp_max", "clamp_max_", "softplus", "softplus_backward", "log_sigmoid_forward",
-    "log_sigmoid_backward",
+    "log_sigmoid_backward", "max", "min",
 )
 
 SCRIPT = r'''
@@ -175,6 +175,16 @@ for dt in DTYPES:
     check(lambda a, b: F.binary_cross_entropy_with_logits(a, b), r(9, 17), torch.rand(9, 17).to(dt),
           name="binary_cross_entropy_with_logits")
     check(grad_of(torch.log1p), pos(9, 17), name="log1p backward")
+
+# Extremes of bool and integer tensors compare exactly (int64 beyond float32's 2^24), and max()/min().
+for x in (torch.tensor([[3, -7], [2 ** 40 + 1, 2 ** 40]]), torch.tensor([[1, 9, -4], [4, -2, 0]], dtype=torch.int32),
+          torch.tensor([[False, True], [False, False]]), torch.tensor(7)):
+    for name, fn in (("max", torch.max), ("min", torch.min), ("amax", lambda t: t.amax(-1) if t.dim() else t.amax()),
+                     ("amin keepdim", lambda t: t.amin(0, keepdim=True) if t.dim() else t.amin())):
+        check(fn, x, name=f"{name} {x.dtype} {tuple(x.shape)}", tol=dict(rtol=0, atol=0))
+for dt in DTYPES:
+    check(torch.max, torch.randn(5, 7).to(dt), name=f"max() {dt}")
+    check(torch.min, torch.tensor([1.0, float("nan"), -2.0]).to(dt), name=f"min() propagates NaN {dt}")
 
 stats = {op: n for op, n in torch.my_asic.fallback_stats().items()
          if op.split("::")[1].split(".")[0] in ROUTED_OPS}

@@ -7,7 +7,7 @@ the checks passed, the fallback calls of the ops the random entry serves
 """
 
 ROUTED_OPS = ("normal_", "uniform_", "bernoulli_", "random_", "exponential_", "native_dropout",
-              "native_dropout_backward")
+              "native_dropout_backward", "multinomial", "aminmax", "_assert_async", "argmax", "max", "min")
 
 SCRIPT = r'''
 import json, math, torch, kernel_pytorch
@@ -82,12 +82,31 @@ w = layer.weight.cpu()
 bound = 1 / math.sqrt(64)
 ok("nn.Linear built on the device is initialised (kaiming_uniform_)", w.abs().max().item() <= bound and w.std().item() > bound / 3)
 
+# multinomial (sampling in generate()): the categories' frequencies, zero probabilities never drawn.
+probs = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.0, 0.0, 1.0, 0.0]])
+draws = torch.multinomial(probs.to(dev), 20000, replacement=True).cpu()
+freq = torch.stack([torch.bincount(row, minlength=4).float() / 20000 for row in draws])
+ok("multinomial with replacement draws each category at its probability",
+   draws.shape == (2, 20000) and (freq - probs).abs().max().item() < 0.015, freq)
+singles = torch.cat([torch.multinomial(probs.to(dev), 1) for _ in range(1000)], 1).cpu()
+freq = torch.stack([torch.bincount(row, minlength=4).float() / 1000 for row in singles])
+ok("multinomial of one sample draws each category at its probability", (freq - probs).abs().max().item() < 0.05, freq)
+distinct = torch.multinomial(torch.ones(6, device=dev, dtype=torch.bfloat16), 6).cpu()
+ok("multinomial without replacement draws distinct categories", sorted(distinct.tolist()) == list(range(6)))
+torch.manual_seed(5); first = torch.multinomial(probs[0].to(dev), 8, replacement=True).cpu()
+torch.manual_seed(5)
+ok("multinomial follows the device generator", torch.equal(first, torch.multinomial(probs[0].to(dev), 8, replacement=True).cpu()))
+
 stats = {op: n for op, n in torch.my_asic.fallback_stats().items() if op.split("::")[1].split(".")[0] in ROUTED_OPS}
 errors = []
 for bad, text in ((lambda: torch.empty(3, device=dev).normal_(0, -1), "std"),
                   (lambda: torch.empty(3, device=dev).uniform_(2, 1), "from"),
                   (lambda: torch.empty(3, device=dev).bernoulli_(1.5), "p"),
-                  (lambda: torch.empty(3, device=dev).exponential_(-1), "lambda")):
+                  (lambda: torch.empty(3, device=dev).exponential_(-1), "lambda"),
+                  (lambda: torch.multinomial(torch.tensor([0.5, -1.0], device=dev), 1), "element < 0"),
+                  (lambda: torch.multinomial(torch.tensor([1.0, float("inf")], device=dev), 2, True), "element < 0"),
+                  (lambda: torch.multinomial(torch.zeros(2, 3, device=dev), 2, True), "sum of probabilities"),
+                  (lambda: torch.multinomial(torch.ones(3, device=dev), 4), "without replacement")):
     try:
         bad()
         errors.append("no error")

@@ -25,16 +25,16 @@ def test_pointwise_and_reductions_through_the_runtime_match_the_cpu_without_fall
 
 
 def test_the_host_addressable_path_still_matches_the_cpu():
-    # ATen's CPU kernels in place (host_kernels.h); amin, sign/sgn, mse_loss, clamp with both
-    # bounds or only a max, and log-sigmoid have no native host kernel there and run through the
-    # fallback, which copies nothing on host memory.
+    # ATen's CPU kernels in place (host_kernels.h); amin, max()/min(), sign/sgn, mse_loss, clamp
+    # with both bounds or only a max, and log-sigmoid have no native host kernel there and run
+    # through the fallback, which copies nothing on host memory.
     out = run_python(script(("float32", "bfloat16")), env={"MY_ASIC_HOST_ADDRESSABLE": "1"})
     result = json.loads(last_line(out))
     assert result["checked"] >= 200
     assert set(result["fallbacks"]) <= {"aten::amin", "aten::sign", "aten::sgn", "aten::mse_loss",
                                           "aten::mse_loss_backward", "aten::clamp", "aten::clamp_",
                                           "aten::clamp_max", "aten::clamp_max_", "aten::log_sigmoid_forward",
-                                          "aten::log_sigmoid_backward"}
+                                          "aten::log_sigmoid_backward", "aten::max", "aten::min"}
     assert result["errors"] == 4
 
 

@@ -20,4 +20,5 @@ def test_random_fills_and_dropout_have_their_distributions_without_falling_back(
 
 
 def test_arguments_aten_rejects_raise_its_errors():
-    assert _run()["errors"] == ["std", "from", "p", "lambda"]
+    assert _run()["errors"] == ["std", "from", "p", "lambda", "element < 0", "element < 0", "sum of probabilities",
+                                "without replacement"]

@@ -4,6 +4,7 @@ Rank r contributes values derived from r, so the tests can state the
 expected result of each collective in closed form.
 """
 
+import importlib
 import os
 from datetime import timedelta
 
@@ -180,3 +181,24 @@ def _gloo_worker_threads():
         except OSError:
             continue  # the thread ended meanwhile
     return count
+
+
+def shutdown_while_something_holds_the_group(rank, world):
+    """destroy_process_group() with the group object still referenced (as torch._dynamo does once imported)."""
+    init(backend="my_asic:myccl")
+    dev = device()
+    torch.my_asic.set_device(dev)
+    importlib.import_module("torch._dynamo")  # after init: it keeps a reference to the group
+
+    group = dist.group.WORLD
+    t = _full(float(rank + 1))
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    out = {"all_reduce": _list(t), "gloo_worker_threads_after_destroy": _gloo_worker_threads()}
+    try:
+        group.allreduce([_full(1.0)]).wait()
+        out["after_shutdown"] = "no error"
+    except RuntimeError as e:
+        out["after_shutdown"] = str(e).splitlines()[0]
+    out["device_still_usable"] = _list(_full(2.0) * 3)
+    return out

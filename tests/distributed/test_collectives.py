@@ -170,3 +170,13 @@ def test_destroy_process_group_stops_the_transports_threads(group):
     for rank, _, res in each_rank(group):
         if res["gloo_worker_threads_after_destroy"] is not None:
             assert res["gloo_worker_threads_after_destroy"] == 0, rank
+
+
+def test_destroy_process_group_shuts_myccl_down_even_while_the_group_is_referenced():
+    results = run_ranks("collective_programs:shutdown_while_something_holds_the_group", 2)
+    for res in results:
+        assert res["all_reduce"] == [3.0] * 3
+        if res["gloo_worker_threads_after_destroy"] is not None:
+            assert res["gloo_worker_threads_after_destroy"] == 0
+        assert "was called after its process group was shut down (destroy_process_group())" in res["after_shutdown"]
+        assert res["device_still_usable"] == [6.0] * 3

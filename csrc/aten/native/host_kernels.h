@@ -247,6 +247,9 @@ void register_runtime_resample(Registrar& r);
 // masked_scatter_ through the
 // runtime's scan entry (with pointwise and scatter; runtime_scan.cpp).
 void register_runtime_scan(Registrar& r);
+// native_group_norm_backward composed from pointwise ops and reductions
+// (runtime_group_norm.cpp).
+void register_runtime_group_norm(Registrar& r);
 void register_nn(Registrar& r);
 void register_factories_and_random(Registrar& r);
 void register_indexing(Registrar& r);

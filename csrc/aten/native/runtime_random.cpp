@@ -2,7 +2,8 @@
 // device memory is not host addressable: normal_, uniform_, bernoulli_(p),
 // random_(from, to), exponential_ (so torch.randn/rand/randint and nn.init on
 // the device), and native_dropout / native_dropout_backward composed from a
-// Bernoulli mask and pointwise products, as ATen's CPU kernels compose them.
+// Bernoulli mask and pointwise products, as ATen's CPU kernels compose them;
+// multinomial from exponential or uniform draws and reductions (below).
 //
 // The device draws Philox4x32-10 keyed by a seed the my_asic generator's
 // engine (core/generator.cpp) gives for each call, so torch.manual_seed,
@@ -15,8 +16,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ops/multinomial_native.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -145,6 +148,46 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
   return grad * mask * scale;
 }
 
+// ---- multinomial ----------------------------------------------------------------
+
+// Inverse-CDF draws with replacement: one uniform per sample, whose index is
+// the count of normalised cumulative probabilities at or below it. A
+// comparison grid of rows x samples x categories, so up to kMultinomialGrid
+// elements (larger calls fall back).
+constexpr int64_t kMultinomialGrid = int64_t{1} << 26;
+
+at::Tensor multinomial_with_replacement(const at::Tensor& self, int64_t n, const Gen& gen) {
+  TORCH_CHECK(n > 0, "cannot sample n_sample <= 0 samples");
+  // ATen's checks, in its words (Distributions.cpp); each reads one value back.
+  const bool valid = ((self.max() < INFINITY) & (self.min() >= 0)).item<bool>();
+  TORCH_CHECK(valid, "probability tensor contains either `inf`, `nan` or element < 0");
+  const at::Tensor rows = self.dim() == 1 ? self.unsqueeze(0) : self;
+  TORCH_CHECK(!(rows.sum(1) == 0).any().item<bool>(), "invalid multinomial distribution (sum of probabilities <= 0)");
+  const int64_t categories = rows.size(1);
+  at::Tensor cdf = rows.to(at::kFloat).cumsum(1);
+  cdf = cdf / cdf.narrow(1, categories - 1, 1);
+  at::Tensor u = at::empty({rows.size(0), n}, cdf.options());
+  u.uniform_(0.0, 1.0, gen);
+  // The last cumulative probability is exactly 1 (x / x) and u < 1, so the
+  // count stays below `categories` and never reaches a zero-probability tail.
+  at::Tensor index = (cdf.unsqueeze(1) <= u.unsqueeze(2)).sum(2);
+  return self.dim() == 1 ? index.squeeze(0) : index;
+}
+
+// torch.multinomial (sampling in generate()). Without replacement or for one
+// sample per row, ATen's own device-generic code runs on the device: its
+// checks, then the exponential race argmax(p / q), q ~ Exp(1) (topk for
+// several samples). With replacement, the inverse CDF above.
+at::Tensor multinomial(const at::Tensor& self, int64_t n, bool replacement, Gen gen) {
+  const bool device = self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 &&
+                      self.layout() == at::kStrided && entry_float(self.scalar_type()) &&
+                      (self.dim() == 1 || self.dim() == 2) && self.numel() > 0;
+  if (device && (!replacement || n == 1)) return at::native::multinomial(self, n, replacement, gen);
+  if (device && n > 0 && self.numel() <= kMultinomialGrid / n) return multinomial_with_replacement(self, n, gen);
+  return run_on_fallback<at::Tensor, const at::Tensor&, int64_t, bool, Gen>(key(&multinomial), self, n, replacement,
+                                                                           gen);
+}
+
 }  // namespace
 
 void register_runtime_random(Registrar& r) {
@@ -158,6 +201,7 @@ void register_runtime_random(Registrar& r) {
   if (runtime_kernels().pointwise != nullptr) {
     r.impl("native_dropout", TORCH_FN(native_dropout));
     r.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
+    if (runtime_kernels().reduce != nullptr) r.impl("multinomial", TORCH_FN(multinomial));
   }
 }
 

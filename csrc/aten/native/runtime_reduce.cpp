@@ -1,17 +1,19 @@
-// sum, mean, amax and amin over a set of dimensions through the runtime's
-// reduce entry (kpdrKernelTable::reduce) when device memory is not host
-// addressable. The result is allocated contiguous in its final shape; the
-// entry gets the input's strides and, per kept dimension, the result's.
-// What the entry cannot take (integer or bool inputs, whose sums ATen
-// widens to int64; more than KPDR_MAX_DIMS dimensions; bad or repeated dims,
-// empty amax/amin, for which ATen's fallback raises its errors; a
-// NOT_SUPPORTED answer) runs through the counted CPU fallback.
+// sum, mean, amax and amin (and max()/min() of a whole tensor) over a set of
+// dimensions through the runtime's reduce entry (kpdrKernelTable::reduce)
+// when device memory is not host addressable. The result is allocated
+// contiguous in its final shape; the entry gets the input's strides and, per
+// kept dimension, the result's. Bool and integer extremes compare exactly in
+// int64 (their sums: runtime_statistics.cpp). What the entry cannot take
+// (more than KPDR_MAX_DIMS dimensions; bad or repeated dims, empty
+// amax/amin, for which ATen's fallback raises its errors; a NOT_SUPPORTED
+// answer) runs through the counted CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/WrapDimUtilsMulti.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <bitset>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "core/core.h"
@@ -37,7 +39,8 @@ bool reduce_eligible(T self) {
 at::Tensor reduce_into_new(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op, double correction) {
   const kpdrKernelTable& kernels = runtime_kernels();
   const bool arg = op == KPDR_REDUCE_ARGMAX || op == KPDR_REDUCE_ARGMIN;
-  const bool to_long = arg || (op == KPDR_REDUCE_SUM && out_type == at::kLong);
+  const bool to_long = arg || (out_type == at::kLong && (op == KPDR_REDUCE_SUM || op == KPDR_REDUCE_AMAX ||
+                                                         op == KPDR_REDUCE_AMIN));
   if (kernels.reduce == nullptr || (to_long ? out_type != at::kLong : !entry_float(out_type))) return at::Tensor();
   const int64_t nd = self.dim();
   std::vector<int64_t> shape;
@@ -111,23 +114,56 @@ struct SumMean {
   }
 };
 
+// Bool and integer tensors, whose extremes the entry compares exactly in
+// int64 (narrowed back to the input's dtype here).
+bool integer_eligible(T self) {
+  const at::ScalarType t = self.scalar_type();
+  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 && self.layout() == at::kStrided &&
+         (t == at::kBool || t == at::kInt || t == at::kLong) && self.dim() <= KPDR_MAX_DIMS;
+}
+
 template <int32_t op>
-struct Extreme {  // amax / amin: no identity, so empty reductions raise (fallback)
-  static at::Tensor functional(T self, at::IntArrayRef dim, bool keepdim) {
-    if (reduce_eligible(self)) {
-      if (auto mask = reduce_mask(self, dim)) {
-        bool empty = false;
-        for (int64_t d = 0; d < self.dim(); ++d) empty = empty || ((*mask & (1u << d)) && self.size(d) == 0);
-        if (!empty) {
-          at::Tensor r = reduce_into_new(self, *mask, keepdim, self.scalar_type(), op);
-          if (r.defined()) return r;
-        }
-      }
+struct Extreme {  // amax / amin (and max() / min()): no identity, so empty reductions raise (fallback)
+  static at::Tensor native(T self, at::IntArrayRef dim, bool keepdim) {
+    const bool integer = integer_eligible(self);
+    if (!integer && !reduce_eligible(self)) return at::Tensor();
+    auto mask = reduce_mask(self, dim);
+    if (!mask) return at::Tensor();
+    for (int64_t d = 0; d < self.dim(); ++d) {
+      if ((*mask & (1u << d)) && self.size(d) == 0) return at::Tensor();
     }
+    if (self.dim() == 0 && self.numel() == 0) return at::Tensor();
+    at::Tensor r = reduce_into_new(self, *mask, keepdim, integer ? at::kLong : self.scalar_type(), op);
+    return r.defined() && r.scalar_type() != self.scalar_type() ? r.to(self.scalar_type()) : r;
+  }
+  static at::Tensor functional(T self, at::IntArrayRef dim, bool keepdim) {
+    at::Tensor r = native(self, dim, keepdim);
+    if (r.defined()) return r;
     return run_on_fallback<at::Tensor, T, at::IntArrayRef, bool>(reinterpret_cast<const void*>(&functional), self,
                                                                  dim, keepdim);
   }
+  // max() / min(): every dimension; an empty tensor raises ATen's error (fallback).
+  static at::Tensor all(T self) {
+    if (self.numel() > 0) {
+      at::Tensor r = native(self, {}, false);
+      if (r.defined()) return r;
+    }
+    return run_on_fallback<at::Tensor, T>(reinterpret_cast<const void*>(&all), self);
+  }
 };
+
+// aminmax: the two extremes, each one reduction (ATen's multinomial checks
+// its probabilities with it).
+std::tuple<at::Tensor, at::Tensor> aminmax(T self, std::optional<int64_t> dim, bool keepdim) {
+  const std::vector<int64_t> dims = dim.has_value() ? std::vector<int64_t>{*dim} : std::vector<int64_t>{};
+  if (!dim.has_value() || self.dim() > 0) {  // (a 0-dim tensor with a dim: ATen's rules, through the fallback)
+    at::Tensor low = Extreme<KPDR_REDUCE_AMIN>::native(self, dims, keepdim);
+    at::Tensor high = low.defined() ? Extreme<KPDR_REDUCE_AMAX>::native(self, dims, keepdim) : low;
+    if (high.defined()) return {low, high};
+  }
+  return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, std::optional<int64_t>, bool>(
+      reinterpret_cast<const void*>(&aminmax), self, dim, keepdim);
+}
 
 }  // namespace
 
@@ -137,6 +173,9 @@ void register_runtime_reduce(Registrar& r) {
   r.impl("mean.dim", TORCH_FN(SumMean<KPDR_REDUCE_MEAN>::functional));
   r.impl("amax", TORCH_FN(Extreme<KPDR_REDUCE_AMAX>::functional));
   r.impl("amin", TORCH_FN(Extreme<KPDR_REDUCE_AMIN>::functional));
+  r.impl("max", TORCH_FN(Extreme<KPDR_REDUCE_AMAX>::all));
+  r.impl("min", TORCH_FN(Extreme<KPDR_REDUCE_AMIN>::all));
+  r.impl("aminmax", TORCH_FN(aminmax));
 }
 
 }  // namespace kernel_pytorch::native

@@ -191,6 +191,23 @@ at::Tensor& mean_out(T self, OptDims dim, bool keepdim, std::optional<at::Scalar
       reinterpret_cast<const void*>(&mean_out), self, dim, keepdim, dtype, out);
 }
 
+// argmax.out / argmin.out (ATen's multinomial writes its draw this way).
+template <int32_t op>
+struct ArgOut {
+  static at::Tensor& out_form(T self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+    if (reduce_eligible(self) && out.device() == self.device() && out.scalar_type() == at::kLong) {
+      std::optional<uint32_t> mask;
+      if (dim.has_value()) mask = reduce_mask(self, {*dim});
+      else if (self.numel() > 0) mask = reduce_mask(self, {});
+      bool empty = false;
+      for (int64_t d = 0; mask && d < self.dim(); ++d) empty = empty || ((*mask & (1u << d)) && self.size(d) == 0);
+      if (mask && !empty && into(reduce_into_new(self, *mask, keepdim, at::kLong, op), out)) return out;
+    }
+    return run_on_fallback<at::Tensor&, T, std::optional<int64_t>, bool, at::Tensor&>(
+        reinterpret_cast<const void*>(&out_form), self, dim, keepdim, out);
+  }
+};
+
 template <int32_t op>
 struct ExtremeOut {
   static at::Tensor& out_form(T self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
@@ -223,6 +240,8 @@ void register_runtime_statistics(Registrar& r) {
   if (runtime_kernels().reduce == nullptr) return;
   r.impl("argmax", TORCH_FN(Arg<KPDR_REDUCE_ARGMAX>::functional));
   r.impl("argmin", TORCH_FN(Arg<KPDR_REDUCE_ARGMIN>::functional));
+  r.impl("argmax.out", TORCH_FN(ArgOut<KPDR_REDUCE_ARGMAX>::out_form));
+  r.impl("argmin.out", TORCH_FN(ArgOut<KPDR_REDUCE_ARGMIN>::out_form));
   r.impl("max.dim", TORCH_FN((ExtremeWithIndex<KPDR_REDUCE_AMAX, KPDR_REDUCE_ARGMAX>::functional)));
   r.impl("min.dim", TORCH_FN((ExtremeWithIndex<KPDR_REDUCE_AMIN, KPDR_REDUCE_ARGMIN>::functional)));
   r.impl("linalg_vector_norm", TORCH_FN(vector_norm));

@@ -1,5 +1,5 @@
-// logical_not, bitwise_not, nan_to_num, tril/triu, arange and linspace through
-// the runtime's pointwise entry (kpdr.h: LOGICAL_NOT, BITWISE_NOT, NAN_TO_NUM
+// logical_not, bitwise_not, nan_to_num, tril/triu, arange, linspace (and isin,
+// composed of eq and any) through the runtime's pointwise entry (kpdr.h: LOGICAL_NOT, BITWISE_NOT, NAN_TO_NUM
 // and the index-dependent TRIL, TRIU, ARANGE, LINSPACE codes) when device memory is not host
 // addressable. Integer and bool tensors compute in the entry's integer
 // arithmetic. What the entry cannot take falls back to the CPU (counted),
@@ -12,7 +12,9 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <array>
+#include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "core/core.h"
 #include "host_kernels.h"
@@ -227,6 +229,64 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
       key(&linspace_out), start, end, steps, out);
 }
 
+// ---- isin ---------------------------------------------------------------------
+
+// elements[i] in test_elements as one broadcast comparison and an any() over
+// the test elements: both ops run on the device, so the data stays there
+// (Hugging Face's generate() checks for end-of-sequence tokens this way every
+// step). Quadratic, so only for comparison grids up to kIsinGrid elements;
+// larger calls (and CPU operands) go to the fallback, whose sort-based
+// kernel scales.
+constexpr int64_t kIsinGrid = int64_t{1} << 24;
+
+// Integer and floating dtypes: ATen rejects bool and complex (the fallback raises its error).
+bool isin_dtype(T t) {
+  return at::isIntegralType(t.scalar_type(), /*includeBool=*/false) || at::isFloatingType(t.scalar_type());
+}
+
+std::optional<at::Tensor> isin_native(T elements, T test_elements, bool invert) {
+  if (!device_tensor(elements) || !device_tensor(test_elements) || !isin_dtype(elements) ||
+      !isin_dtype(test_elements) || elements.device() != test_elements.device() ||
+      elements.numel() * std::max<int64_t>(test_elements.numel(), 1) > kIsinGrid) {
+    return std::nullopt;
+  }
+  if (elements.numel() == 0 || test_elements.numel() == 0) {
+    return at::full(elements.sizes(), invert, elements.options().dtype(at::kBool));
+  }
+  const at::Tensor hits = at::eq(elements.reshape({-1, 1}), test_elements.reshape({1, -1})).any(1);
+  const at::Tensor result = hits.reshape(elements.sizes());
+  return invert ? at::logical_not(result) : result;
+}
+
+at::Tensor isin_tensor_tensor(T elements, T test_elements, bool assume_unique, bool invert) {
+  if (auto r = isin_native(elements, test_elements, invert)) return *r;
+  return run_on_fallback<at::Tensor, T, T, bool, bool>(key(&isin_tensor_tensor), elements, test_elements,
+                                                       assume_unique, invert);
+}
+
+at::Tensor isin_tensor_scalar(T elements, const at::Scalar& test_element, bool assume_unique, bool invert) {
+  if (device_tensor(elements) && isin_dtype(elements) && !test_element.isComplex() && !test_element.isBoolean()) {
+    const at::Tensor hits = at::eq(elements, test_element);
+    return invert ? at::logical_not(hits) : hits;
+  }
+  return run_on_fallback<at::Tensor, T, const at::Scalar&, bool, bool>(key(&isin_tensor_scalar), elements,
+                                                                       test_element, assume_unique, invert);
+}
+
+// ---- _assert_async --------------------------------------------------------------
+
+// torch._assert_async (ATen's multinomial checks its probabilities with it):
+// reads the one value back, as the CPU does, and raises the message when it
+// is zero. (CUDA raises from the device later; a host check is exact.)
+void assert_async_msg(T self, c10::string_view message) {
+  TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+  TORCH_CHECK(self.item<bool>(), message);
+}
+
+void assert_async(T self) {
+  assert_async_msg(self, "Expected Tensor with single nonzero value, but got zero");
+}
+
 }  // namespace
 
 void register_runtime_tensor_ops(Registrar& r) {
@@ -244,6 +304,12 @@ void register_runtime_tensor_ops(Registrar& r) {
   r.impl("triu.out", TORCH_FN(Triangle<KPDR_POINTWISE_TRIU>::out));
   r.impl("arange.start_out", TORCH_FN(arange_out));
   r.impl("linspace.out", TORCH_FN(linspace_out));
+  r.impl("_assert_async", TORCH_FN(assert_async));
+  r.impl("_assert_async.msg", TORCH_FN(assert_async_msg));
+  if (runtime_kernels().reduce != nullptr) {  // any() through the integer sum
+    r.impl("isin.Tensor_Tensor", TORCH_FN(isin_tensor_tensor));
+    r.impl("isin.Tensor_Scalar", TORCH_FN(isin_tensor_scalar));
+  }
 }
 
 }  // namespace kernel_pytorch::native

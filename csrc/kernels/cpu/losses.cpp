@@ -218,10 +218,16 @@ void reduce_statistics(const kpdrReduceArgs& a) {
       int64_t base[2];
       kept.offsets(k, base, 2);
       auto x = [&](int64_t j) { return load(a.in, a.in_dtype, base[0] + offsets[j]); };
-      if (a.out_dtype == KPDR_DTYPE_INT64 && !arg) {  // SUM of bool or integers, exact
-        int64_t sum = 0;
-        for (int64_t j = 0; j < count; ++j) sum += load_index(a.in, a.in_dtype, base[0] + offsets[j]);
-        static_cast<int64_t*>(a.out)[base[1]] = sum;
+      if (a.out_dtype == KPDR_DTYPE_INT64 && !arg) {  // SUM, AMAX or AMIN of bool or integers, exact
+        int64_t acc = a.op == KPDR_REDUCE_AMAX ? std::numeric_limits<int64_t>::min()
+                      : a.op == KPDR_REDUCE_AMIN ? std::numeric_limits<int64_t>::max() : 0;
+        for (int64_t j = 0; j < count; ++j) {
+          const int64_t v = load_index(a.in, a.in_dtype, base[0] + offsets[j]);
+          if (a.op == KPDR_REDUCE_AMAX) acc = std::max(acc, v);
+          else if (a.op == KPDR_REDUCE_AMIN) acc = std::min(acc, v);
+          else acc += v;
+        }
+        static_cast<int64_t*>(a.out)[base[1]] = acc;
         continue;
       }
       if (arg) {

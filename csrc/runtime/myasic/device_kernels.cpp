@@ -106,7 +106,8 @@ kpdrError_t check_dtypes(const char* api, const kpdrReduceArgs& a) {
     return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": reduce_mask names a dimension beyond ndim");
   }
   const bool arg = a.op == KPDR_REDUCE_ARGMAX || a.op == KPDR_REDUCE_ARGMIN;
-  const bool integer_sum = a.op == KPDR_REDUCE_SUM && a.out_dtype == KPDR_DTYPE_INT64 &&
+  const bool integer_sum = (a.op == KPDR_REDUCE_SUM || a.op == KPDR_REDUCE_AMAX || a.op == KPDR_REDUCE_AMIN) &&
+                           a.out_dtype == KPDR_DTYPE_INT64 &&
                            (a.in_dtype == KPDR_DTYPE_BOOL || a.in_dtype == KPDR_DTYPE_INT32 ||
                             a.in_dtype == KPDR_DTYPE_INT64);
   const bool known = integer_sum || ((float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL) &&

@@ -188,14 +188,21 @@ std::string statistics_source(const kpdrReduceArgs& a, int kept, int reduced) {
          "  base = b; obase = ob;\n }\n";
   const std::string x = "ld" + num(a.in_dtype) + "(PTR(in), base + r)";
   const std::string slice = decompose("j", reduced, "rs", {{"r", "ri"}});
-  if (a.op == KPDR_REDUCE_SUM) {  // bool or integers into int64, exact
+  if (a.out_dtype == KPDR_DTYPE_INT64 && (a.op == KPDR_REDUCE_SUM || a.op == KPDR_REDUCE_AMAX ||
+                                           a.op == KPDR_REDUCE_AMIN)) {  // bool or integers into int64, exact
     const char* type = a.in_dtype == KPDR_DTYPE_INT64 ? "long" : a.in_dtype == KPDR_DTYPE_INT32 ? "int" : "uchar";
-    src += " __local long part[WG];\n long acc = 0;\n";
-    src += " for (long j = t; j < count; j += WG) {\n" + slice + "  acc += (long)((const __global " + type +
-           "*)PTR(in))[base + r]" + (a.in_dtype == KPDR_DTYPE_BOOL ? " != 0" : "") + ";\n }\n";
+    const char* init = a.op == KPDR_REDUCE_AMAX ? "LONG_MIN" : a.op == KPDR_REDUCE_AMIN ? "LONG_MAX" : "0";
+    auto combine = [&](const std::string& x, const std::string& y) {
+      return a.op == KPDR_REDUCE_AMAX ? "max(" + x + ", " + y + ")"
+             : a.op == KPDR_REDUCE_AMIN ? "min(" + x + ", " + y + ")" : x + " + " + y;
+    };
+    src += std::string(" __local long part[WG];\n long acc = ") + init + ";\n";
+    src += " for (long j = t; j < count; j += WG) {\n" + slice + "  acc = " +
+           combine("acc", std::string("(long)(((const __global ") + type + "*)PTR(in))[base + r]" +
+                              (a.in_dtype == KPDR_DTYPE_BOOL ? " != 0)" : ")")) + ";\n }\n";
     src += " part[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n";
-    src += " for (int s = WG / 2; s > 0; s >>= 1) {\n  if (t < s) part[t] += part[t + s];\n"
-           "  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
+    src += " for (int s = WG / 2; s > 0; s >>= 1) {\n  if (t < s) part[t] = " + combine("part[t]", "part[t + s]") +
+           ";\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
     src += " if (t == 0) ((__global long*)PTR(out))[obase] = part[0];\n}\n";
     return src;
   }
@@ -448,7 +455,8 @@ kpdrError_t layer_norm(const kpdrLayerNormArgs* a, kpdrStream_t handle) {
 kpdrError_t reduce_statistics(const kpdrReduceArgs* a, Stream& stream, Runtime* runtime) {
   const char* api = "reduce";
   const bool arg = a->op == KPDR_REDUCE_ARGMAX || a->op == KPDR_REDUCE_ARGMIN;
-  const bool integer_sum = a->op == KPDR_REDUCE_SUM && a->out_dtype == KPDR_DTYPE_INT64 &&
+  const bool integer_sum = (a->op == KPDR_REDUCE_SUM || a->op == KPDR_REDUCE_AMAX || a->op == KPDR_REDUCE_AMIN) &&
+                           a->out_dtype == KPDR_DTYPE_INT64 &&
                            (a->in_dtype == KPDR_DTYPE_BOOL || a->in_dtype == KPDR_DTYPE_INT32 ||
                             a->in_dtype == KPDR_DTYPE_INT64);
   const bool known = integer_sum || ((float_type(a->in_dtype) || a->in_dtype == KPDR_DTYPE_BOOL) &&
