@@ -227,6 +227,7 @@ inline const char* kernel_name(const kpdrMaxPool2dArgs&) { return "max_pool2d"; 
 inline const char* kernel_name(const kpdrIndexArgs&) { return "gather_scatter"; }
 inline const char* kernel_name(const kpdrRandomArgs&) { return "random"; }
 inline const char* kernel_name(const kpdrSortArgs&) { return "sort"; }
+inline const char* kernel_name(const kpdrScanArgs&) { return "scan"; }
 
 } // namespace activity
 

@@ -110,5 +110,9 @@ void random_fill(const kpdrRandomArgs& args);
 // Sorting along one dimension (kpdrSortArgs, sort.cpp): slices in parallel,
 // each through std::sort / std::partial_sort of (value, position) pairs.
 void sort(const kpdrSortArgs& args);
+// Scans (kpdrScanArgs, scan.cpp): lines in parallel, each serially; float
+// in double, integer in exact int64. scan_integer: the call's arithmetic.
+void scan(const kpdrScanArgs& args);
+bool scan_integer(const kpdrScanArgs& args);
 
 }  // namespace kp

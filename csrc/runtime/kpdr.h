@@ -139,7 +139,7 @@ KPDR_API kpdrError_t kpdrEventElapsedTime(float* ms, kpdrEvent_t start, kpdrEven
  *    checked devices, shapes and dtypes). Sizes and strides are in elements,
  *    not bytes. The innermost dimension of every tensor argument is
  *    contiguous (stride 1); the other strides are given (pointwise, reduce,
- *    softmax_dim and nll_loss take any strides).
+ *    softmax_dim, nll_loss and scan take any strides).
  *  - A launch only enqueues: it returns once the arguments are validated and
  *    the work is queued on `stream`, which runs it in order with the stream's
  *    copies. The argument struct may be freed when the launch returns.
@@ -608,7 +608,8 @@ typedef struct kpdrMaxPool2dArgs {
  * error[1] = the index (one of them when several are bad) in `error`, an
  * int64[2] of device memory the caller zeroed and reads back. Scatter
  * skips the elements whose first index equals skip_value when skip != 0
- * (embedding's padding_idx). dense and indexed share `dtype` (any; scatter
+ * (embedding's padding_idx, a compaction's unselected elements); a skipped
+ * element's indices are not checked. dense and indexed share `dtype` (any; scatter
  * with accumulate: a float dtype); the index tensors are INT64 or INT32.
  * Duplicate positions: stores leave one of the values; accumulation adds
  * every value, in an unspecified order (atomics) unless the runtime
@@ -634,7 +635,8 @@ typedef struct kpdrIndexArgs {
   double alpha;                    /* scatter only: dense's scale */
   int32_t skip;                    /* scatter only */
   int64_t skip_value;
-  int64_t* error;                  /* device memory, int64[2], zeroed by the caller */
+  int64_t* error;                  /* device memory, int64[2], zeroed by the caller;
+                                      NULL: not reported (indices known valid) */
 } kpdrIndexArgs;
 
 /* Random fills: out[i] for every index i of `sizes` (row-major linear index
@@ -702,6 +704,46 @@ typedef struct kpdrSortArgs {
   int32_t descending;
 } kpdrSortArgs;
 
+/* Scans (prefix combinations) along dimension `dim` of an N-d strided
+ * tensor (`sizes`; in and out through their strides, any, in elements).
+ * For each line along dim (the other indices fixed) and j < sizes[dim]:
+ *   inclusive (exclusive == 0): out[j] = x[0] (+) x[1] (+) ... (+) x[j]
+ *   exclusive (exclusive == 1): out[j] = e (+) x[0] (+) ... (+) x[j - 1]
+ * with (+) and its identity e:
+ *   SUM        a + b                                  e = 0
+ *   PROD       a * b                                  e = 1
+ *   MAX        max(a, b), a NaN propagates            e = -inf (INT64_MIN)
+ *   MIN        min(a, b), a NaN propagates            e = +inf (INT64_MAX)
+ *   LOGADDEXP  log(exp(a) + exp(b)), computed stably  e = -inf (float only)
+ * Float arithmetic: in and out float dtypes (each its own, in may be BOOL),
+ * combined in float32 or wider, in an order the runtime chooses (a parallel
+ * scan rounds differently from a serial one). Integer arithmetic: out INT64
+ * or INT32 and in BOOL, INT32 or INT64: exact int64 (wrapping), stored to
+ * INT32 by truncation; LOGADDEXP answers NOT_SUPPORTED there. A scan from the
+ * end of each line (reverse cumsum) is a call whose in and out point at
+ * their last element along dim with that stride negated. out may be exactly
+ * in (same data, dtype and strides: in-place); otherwise it overlaps nothing.
+ * With the `pointwise` and `scatter` entries this is also stream compaction
+ * (nonzero, masked_select, boolean-mask indexing): the exclusive SUM of a
+ * mask gives each selected element its output position. */
+typedef enum kpdrScanOp {
+  KPDR_SCAN_SUM = 0,
+  KPDR_SCAN_PROD = 1,
+  KPDR_SCAN_MAX = 2,
+  KPDR_SCAN_MIN = 3,
+  KPDR_SCAN_LOGADDEXP = 4
+} kpdrScanOp;
+
+typedef struct kpdrScanArgs {
+  int32_t op;                      /* kpdrScanOp */
+  int32_t exclusive;               /* 0 inclusive, 1 exclusive */
+  int32_t ndim;                    /* 1..KPDR_MAX_DIMS */
+  int32_t dim;                     /* 0..ndim-1 */
+  int64_t sizes[KPDR_MAX_DIMS];
+  const void* in;   kpdrDtype in_dtype;   int64_t in_strides[KPDR_MAX_DIMS];
+  void* out;        kpdrDtype out_dtype;  int64_t out_strides[KPDR_MAX_DIMS];
+} kpdrScanArgs;
+
 /* The runtime's kernels. kernel_pytorch zero-fills the table and sets
  * struct_size to sizeof(kpdrKernelTable) before calling kpdrGetKernels; the
  * runtime fills the entries it implements (leaving the others NULL) and only
@@ -734,6 +776,9 @@ typedef struct kpdrKernelTable {
   kpdrError_t (*random)(const kpdrRandomArgs* args, kpdrStream_t stream);
   /* Sorting (appended likewise): sort, argsort, topk, kthvalue, median. */
   kpdrError_t (*sort)(const kpdrSortArgs* args, kpdrStream_t stream);
+  /* Scans (appended likewise): cumsum/cumprod/cummax-style prefixes and,
+   * composed with pointwise and scatter, stream compaction. */
+  kpdrError_t (*scan)(const kpdrScanArgs* args, kpdrStream_t stream);
 } kpdrKernelTable;
 
 /* Optional. Fills `table` (see kpdrKernelTable); may be called before

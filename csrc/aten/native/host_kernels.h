@@ -246,6 +246,10 @@ void register_runtime_sort(Registrar& r);
 // avg_pool2d and upsample_nearest2d with their backward, composed from the
 // im2col, reduce, gather and scatter entries (runtime_resample.cpp).
 void register_runtime_resample(Registrar& r);
+// cumsum, cumprod, _logcumsumexp, flip, nonzero, masked_select and
+// masked_scatter_ through the
+// runtime's scan entry (with pointwise and scatter; runtime_scan.cpp).
+void register_runtime_scan(Registrar& r);
 // native_group_norm_backward composed from pointwise ops and reductions
 // (runtime_group_norm.cpp).
 void register_runtime_group_norm(Registrar& r);

@@ -63,6 +63,7 @@ int64_t register_host_kernels() {
       register_runtime_random(r);
       register_runtime_sort(r);
       register_runtime_resample(r);
+      register_runtime_scan(r);
       register_runtime_group_norm(r);
       names() = r.registered();
       return static_cast<int64_t>(names().size());

@@ -31,6 +31,7 @@
 #include "core/core.h"
 #include "host_kernels.h"
 #include "runtime_pointwise.h"
+#include "runtime_scan.h"
 
 namespace kernel_pytorch::native {
 namespace {
@@ -180,8 +181,19 @@ std::optional<Advanced> advanced(at::Tensor self, const c10::List<std::optional<
   std::vector<at::Tensor> indices;
   for (const std::optional<at::Tensor>& t : list) {
     if (t.has_value() && t->defined()) {
-      if (!index_dtype(*t)) return std::nullopt;  // bool/byte masks: the fallback expands them
       if (!on_device(*t, device)) return std::nullopt;
+      if (t->scalar_type() == at::kBool) {  // a mask: its nonzero columns, as ATen's expandTensors
+        const int64_t first = static_cast<int64_t>(indices.size());
+        if (t->dim() == 0 || first + t->dim() > self.dim()) return std::nullopt;
+        for (int64_t j = 0; j < t->dim(); ++j) {
+          if (t->size(j) != self.size(first + j)) return std::nullopt;  // the fallback raises ATen's IndexError
+        }
+        const std::optional<at::Tensor> rows = runtime_nonzero(*t);
+        if (!rows) return std::nullopt;
+        for (int64_t j = 0; j < t->dim(); ++j) indices.push_back(rows->select(1, j));
+        continue;
+      }
+      if (!index_dtype(*t)) return std::nullopt;  // byte masks: the fallback expands them
       indices.push_back(*t);
     } else {
       indices.emplace_back();
@@ -268,9 +280,49 @@ at::Tensor index(T self, const c10::List<std::optional<at::Tensor>>& indices) {
   return run_on_fallback<at::Tensor, T, const c10::List<std::optional<at::Tensor>>&>(key(&index), self, indices);
 }
 
-at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, T values,
+bool masked_fill_native(at::Tensor& self, T mask, T value);
+
+// x[mask] = v with one bool mask and one value: masked_fill_ (no count to
+// read back), as ATen's canDispatchToMaskedFill does for CPU values. The mask
+// covers the dimensions after the leading full slices and broadcasts over the rest.
+bool index_put_as_masked_fill(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& list, T values) {
+  // A device value of another dtype is ATen's "dtypes match" error: the fallback raises it.
+  if (values.numel() != 1 || values.is_alias_of(self) ||
+      (!values.device().is_cpu() && values.scalar_type() != self.scalar_type())) {
+    return false;
+  }
+  std::optional<at::Tensor> mask;
+  int64_t before = 0;
+  for (const std::optional<at::Tensor>& t : list) {
+    if (!t.has_value() || !t->defined()) {
+      if (!mask) ++before;
+      continue;
+    }
+    if (mask || t->scalar_type() != at::kBool || !on_device(*t, self.device())) return false;
+    mask = *t;
+  }
+  if (!mask || before + mask->dim() > self.dim()) return false;
+  for (int64_t j = 0; j < mask->dim(); ++j) {
+    if (mask->size(j) != self.size(before + j)) return false;  // the fallback raises ATen's IndexError
+  }
+  at::Tensor m = *mask;
+  while (m.dim() < self.dim() - before) m = m.unsqueeze(-1);
+  return masked_fill_native(self, m, values.reshape({}));
+}
+
+at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices, T values_in,
                            bool accumulate, bool unsafe) {
   const c10::Device device = self.device();
+  if (!accumulate && self.defined() && device.type() == c10::DeviceType::PrivateUse1 && on_device(self, device) &&
+      entry_dtype(self.scalar_type()) && at::has_internal_overlap(self) == at::MemOverlap::No &&
+      index_put_as_masked_fill(self, indices, values_in)) {
+    return self;
+  }
+  // A 0-dim CPU value moves to the device first, as ATen's index_put_ does.
+  const at::Tensor values = values_in.defined() && values_in.device().is_cpu() && values_in.dim() == 0 &&
+                                    self.defined() && device.type() == c10::DeviceType::PrivateUse1
+                                ? values_in.to(device)
+                                : values_in;
   if (self.defined() && device.type() == c10::DeviceType::PrivateUse1 && on_device(self, device) &&
       on_device(values, device) && values.scalar_type() == self.scalar_type() && entry_dtype(self.scalar_type()) &&
       (!accumulate || entry_float(self.scalar_type())) && !values.is_alias_of(self) &&
@@ -298,7 +350,7 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
     }
   }
   return run_on_fallback<at::Tensor&, at::Tensor&, const c10::List<std::optional<at::Tensor>>&, T, bool, bool>(
-      key(&index_put_impl), self, indices, values, accumulate, unsafe);
+      key(&index_put_impl), self, indices, values_in, accumulate, unsafe);
 }
 
 // ---- gather, scatter, scatter_add, index_add ----------------------------------

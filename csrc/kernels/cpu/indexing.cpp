@@ -62,6 +62,10 @@ void visit(const kpdrIndexArgs& a, int64_t begin, int64_t end, Fn&& fn) {
       const kpdrIndexOperand& op = a.indices[k];
       int64_t v = load_index(op, idx_offset[k]);
       if (k == 0) first = v;
+      if (k == 0 && a.skip && v == a.skip_value) {  // skipped: its indices are not checked (kpdr.h)
+        ok = false;
+        break;
+      }
       if (v < (a.wrap ? -op.size : 0) || v >= op.size) {
         if (a.error != nullptr) {
           __atomic_store_n(&a.error[1], v, __ATOMIC_RELAXED);

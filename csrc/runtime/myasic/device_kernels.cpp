@@ -183,6 +183,29 @@ kpdrError_t check_dtypes(const char* api, const kpdrSortArgs& a) {
   return KPDR_SUCCESS;
 }
 
+// The op, the dims and the dtypes the arithmetic takes (kpdr.h).
+kpdrError_t check_dtypes(const char* api, const kpdrScanArgs& a) {
+  if (a.op < KPDR_SCAN_SUM || a.op > KPDR_SCAN_LOGADDEXP) {
+    return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown op code " + std::to_string(a.op));
+  }
+  if (a.ndim < 1) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": ndim must be at least 1");
+  if (kpdrError_t error = check_dims(api, a.ndim, a.sizes)) return error;
+  if (a.dim < 0 || a.dim >= a.ndim) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": dim outside 0..ndim-1");
+  if (a.exclusive != 0 && a.exclusive != 1) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": exclusive is not 0 or 1");
+  auto integer = [](kpdrDtype d) { return d == KPDR_DTYPE_BOOL || d == KPDR_DTYPE_INT32 || d == KPDR_DTYPE_INT64; };
+  if (a.out_dtype == KPDR_DTYPE_INT64 || a.out_dtype == KPDR_DTYPE_INT32) {
+    if (!integer(a.in_dtype)) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+    if (a.op == KPDR_SCAN_LOGADDEXP) {
+      return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": LOGADDEXP takes float dtypes only");
+    }
+    return KPDR_SUCCESS;
+  }
+  if (!float_dtype(a.out_dtype) || !(float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL)) {
+    return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": unknown kpdrDtype");
+  }
+  return KPDR_SUCCESS;
+}
+
 int64_t element_count(int32_t ndim, const int64_t* sizes) {
   int64_t n = 1;
   for (int d = 0; d < ndim; ++d) n *= sizes[d];
@@ -472,6 +495,19 @@ kpdrError_t sort_entry(const kpdrSortArgs* args, kpdrStream_t stream) {
   });
 }
 
+kpdrError_t scan(const kpdrScanArgs* args, kpdrStream_t stream) {
+  return launch("scan", args, stream, &kp::scan, [](Resolver& r, kpdrScanArgs& a) {
+    if (element_count(a.ndim, a.sizes) == 0) {
+      a.ndim = 1;  // nothing to read or write
+      a.dim = 0;
+      a.sizes[0] = 0;
+      return KPDR_SUCCESS;
+    }
+    KP_RESOLVE(in); KP_RESOLVE(out);
+    return KPDR_SUCCESS;
+  });
+}
+
 #undef KP_RESOLVE
 
 }  // namespace
@@ -499,6 +535,7 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
   ours.scatter = &myasic::scatter;
   ours.random = &random_entry;
   ours.sort = &sort_entry;
+  ours.scan = &scan;
   // Write only what both sides know (either may be built against a newer kpdr.h).
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);

@@ -122,6 +122,7 @@ std::string source(const Shape& s) {
     const std::string type = s.index_dtypes[k] == KPDR_DTYPE_INT32 ? "int" : "long";
     src += "  if (!bad) {\n   long v = (long)((const __global " + type + "*)PTR(i" + n + "))[o" + n + "];\n";
     if (k == 0) src += "   first = v;\n";
+    if (k == 0 && s.skip) src += "   if (v == skip_value) continue;  /* skipped: not checked (kpdr.h) */\n";
     src += "   if (v < " + std::string(s.wrap ? "-size" + n : "0") + " || v >= size" + n + ") {\n    bad = 1;\n";
     if (s.error) {
       src += "    ((__global long*)PTR(err))[1] = v;\n    ((__global long*)PTR(err))[0] = " + std::to_string(k + 1) + ";\n";

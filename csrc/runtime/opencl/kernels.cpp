@@ -19,6 +19,7 @@
 #include "indexing.h"
 #include "random.h"
 #include "sort.h"
+#include "scan.h"
 #include "pointwise.h"
 #include "runtime.h"
 
@@ -453,6 +454,7 @@ extern "C" KPDR_API kpdrError_t kpdrGetKernels(kpdrKernelTable* table) {
     ours.scatter = &kpdr_opencl::scatter;
     ours.random = &kpdr_opencl::random_fill;  // random.cpp
     ours.sort = &kpdr_opencl::sort;  // sort.cpp
+    ours.scan = &kpdr_opencl::scan;
   }
   const size_t size = table->struct_size < sizeof(ours) ? table->struct_size : sizeof(ours);
   std::memcpy(static_cast<void*>(table), &ours, size);
