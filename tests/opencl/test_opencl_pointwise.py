@@ -91,6 +91,27 @@ def test_split_column_reductions_back_to_back_on_one_stream_each_finish_their_ow
     session.close()
 
 
+def test_sums_over_empty_slices_write_zeros(load_opencl):
+    # Rows of length 0 (count = 0, outputs > 0): the launch plan once divided by a chunk of 0
+    # elements (undefined behaviour: a SIGFPE in NVIDIA's build of the op_db sweep).
+    import ctypes
+
+    import numpy as np
+    from kpdr_pointwise import DTYPE_FLOAT32, REDUCE, ReduceArgs, Session, entry
+
+    runtime = load_opencl()
+    session = Session(runtime)
+    for mask, outputs in ((0b10, 3), (0b11, 1)):
+        args = ReduceArgs(op=REDUCE["sum"], ndim=2, in_dtype=DTYPE_FLOAT32, out_dtype=DTYPE_FLOAT32, reduce_mask=mask)
+        args.sizes[0], args.sizes[1] = 3, 0
+        args.in_strides[0], args.in_strides[1] = 1, 1
+        args.out_strides[0] = 1 if mask == 0b10 else 0
+        args.input, args.out = None, session.upload(np.full(outputs, 7.0, dtype=np.float32))
+        assert entry(runtime, "reduce", ReduceArgs)(ctypes.byref(args), session.stream) == 0
+        np.testing.assert_array_equal(session.download(args.out, (outputs,)), np.zeros(outputs, dtype=np.float32))
+    session.close()
+
+
 MLP_STEP = """
 import json, torch, kernel_pytorch
 from torch import nn

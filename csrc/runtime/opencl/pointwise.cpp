@@ -888,7 +888,9 @@ kpdrError_t reduce(const kpdrReduceArgs* a, kpdrStream_t handle) {
         if (groups < target_groups && count > lpr * vec * 8) {
           parts = std::min((target_groups + groups - 1) / groups, (count + lpr * vec * 4 - 1) / (lpr * vec * 4));
         }
-        chunk = (count + parts - 1) / parts;
+        // (at least one vector: an empty slice, count 0, made chunk 0 and the
+        // division below a SIGFPE, on NVIDIA's build of the op_db sweep)
+        chunk = std::max<int64_t>(1, (count + parts - 1) / parts);
         chunk = (chunk + vec - 1) / vec * vec;
       } else {
         // Column segments of 8 vectors (128 bytes), else 4 (64 bytes: still
