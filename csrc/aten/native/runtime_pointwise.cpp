@@ -44,6 +44,15 @@ bool entry_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
 }
 
+bool entry_integer(at::ScalarType t) {
+  return t == at::kBool || t == at::kInt || t == at::kLong;
+}
+
+bool device_tensor(const at::Tensor& t, int64_t max_dims) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.layout() == at::kStrided &&
+         !t.is_neg() && !t.is_conj() && entry_dtype(t.scalar_type()).has_value() && t.dim() <= max_dims;
+}
+
 // A Python scalar as the CPU compares it: rounded to the comparison's dtype
 // first (CPU TensorIterator casts the wrapped scalar to the common dtype).
 double rounded_to(at::ScalarType type, double v) {

@@ -34,6 +34,11 @@ bool reduce_eligible(T self) {
          self.dim() <= KPDR_MAX_DIMS;
 }
 
+bool reduce_integer_eligible(T self) {
+  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 && self.layout() == at::kStrided &&
+         entry_integer(self.scalar_type()) && self.dim() <= KPDR_MAX_DIMS;
+}
+
 // op over the dimensions of `mask` into a new tensor of `out_type` (kLong for
 // the arg-reductions and integer sums); undefined when the entry cannot take the call.
 at::Tensor reduce_into_new(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op, double correction) {
@@ -114,18 +119,12 @@ struct SumMean {
   }
 };
 
-// Bool and integer tensors, whose extremes the entry compares exactly in
-// int64 (narrowed back to the input's dtype here).
-bool integer_eligible(T self) {
-  const at::ScalarType t = self.scalar_type();
-  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 && self.layout() == at::kStrided &&
-         (t == at::kBool || t == at::kInt || t == at::kLong) && self.dim() <= KPDR_MAX_DIMS;
-}
-
 template <int32_t op>
 struct Extreme {  // amax / amin (and max() / min()): no identity, so empty reductions raise (fallback)
   static at::Tensor native(T self, at::IntArrayRef dim, bool keepdim) {
-    const bool integer = integer_eligible(self);
+    // Bool and integer tensors: the entry compares their extremes exactly in
+    // int64 (narrowed back to the input's dtype here).
+    const bool integer = reduce_integer_eligible(self);
     if (!integer && !reduce_eligible(self)) return at::Tensor();
     auto mask = reduce_mask(self, dim);
     if (!mask) return at::Tensor();

@@ -226,12 +226,7 @@ struct ExtremeOut {
 
 at::Tensor runtime_integer_sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                                std::optional<at::ScalarType> dtype) {
-  const at::ScalarType t = self.scalar_type();
-  if (!self.defined() || self.device().type() != c10::DeviceType::PrivateUse1 || self.layout() != at::kStrided ||
-      (t != at::kBool && t != at::kInt && t != at::kLong) || dtype.value_or(at::kLong) != at::kLong ||
-      self.dim() > KPDR_MAX_DIMS) {
-    return at::Tensor();
-  }
+  if (!reduce_integer_eligible(self) || dtype.value_or(at::kLong) != at::kLong) return at::Tensor();
   auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
   return mask ? reduce_into_new(self, *mask, keepdim, at::kLong, KPDR_REDUCE_SUM) : at::Tensor();
 }
