@@ -39,6 +39,17 @@ each thread count, against the scaling targets (issue 20): the memory-bound
 ops and matmul_vec >= 0.85x clone at every thread count; decode_attention
 >= 0.7x clone and >= 1x SDPA; bfloat16 prefill >= 1.5x SDPA.
 
+Caches (``--cache``): ``hot`` (the default) calls every variant on the same
+buffers, so operands smaller than the last-level cache are served from it --
+and with several threads each thread's slice of a copy can stay in its own L2
+(16 MiB over 16 cores is 1 MiB each), so ``clone`` then measures cache, not
+memory, bandwidth. ``cold`` gives every variant a ring of copies of its
+operands (and clone of its source) totalling at least twice the last-level
+cache, and each call takes the next copy: every call reads its operands from
+memory, which is what an LLM's weights and KV cache do in serving (a model's
+layers together are far larger than the cache). Both modes time the same code;
+the JSON records which one ran.
+
 CPU memory: glibc returns every block over 32 MB to the OS when it is freed,
 so an op whose output is that large page-faults all of it in again on every
 call (~4x the op's own time here) -- while my_asic's caching allocator reuses
@@ -56,6 +67,7 @@ import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -237,7 +249,8 @@ class Progress:
         sys.stderr.flush()
 
 
-def _sync_for(args):
+def _sync_for(args, fn=None):
+    args = getattr(fn, "sync_args", args)
     if any(isinstance(a, torch.Tensor) and a.device.type == "my_asic" for a in args):
         return torch.my_asic.synchronize
     return lambda: None
@@ -258,7 +271,7 @@ def time_round_robin(variants, target_s, min_reps, max_reps, rounds=8, settle_s=
     samples = {name: [] for name in variants}
     calls = {}
     for name, (fn, args) in variants.items():
-        sync = _sync_for(args)
+        sync = _sync_for(args, fn)
         fn(*args)  # warm up: a first call also allocates its output (a device's first pays page faults)
         sync()
         start = time.perf_counter()
@@ -290,7 +303,61 @@ def _max_diff(a, b):
     return max(float((x.float().cpu() - y.float().cpu()).abs().max()) if x.numel() else 0.0 for x, y in zip(a, b))
 
 
-def run_case(op, shape, build, dtype, devices, use_compile, target_s, progress):
+def last_level_cache_bytes():
+    """Size of the largest CPU cache in bytes (sysfs, else sysconf), or 256 MiB when unknown."""
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        digits = text.rstrip("KkMmGg")
+        if digits.isdigit():
+            best = max(best, int(digits) * scale)
+    if best == 0:
+        try:
+            best = os.sysconf("SC_LEVEL3_CACHE_SIZE")
+        except (ValueError, OSError):
+            best = 0
+    return best if best > 0 else 256 << 20
+
+
+class Ring:
+    """Calls ``fn`` on the next of several copies of its arguments each time (``--cache cold``),
+    so no call finds its operands in a cache the previous calls filled."""
+
+    def __init__(self, fn, arg_sets):
+        self.fn, self.arg_sets, self.next = fn, arg_sets, 0
+        self.sync_args = arg_sets[0]
+
+    def __call__(self):
+        args = self.arg_sets[self.next]
+        self.next = (self.next + 1) % len(self.arg_sets)
+        return self.fn(*args)
+
+
+def _copies(args, count):
+    """``count`` argument tuples: the originals, then clones of every tensor in them."""
+    sets = [tuple(args)]
+    for _ in range(count - 1):
+        sets.append(tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+    return sets
+
+
+def make_cold(variants, working_bytes, cache_bytes):
+    """Each ``name -> (fn, args)`` as a Ring over copies totalling >= 2x the cache; returns the ring length."""
+    count = max(2, -(-2 * cache_bytes // max(working_bytes, 1)))
+    shared = {}
+    for name, (fn, args) in list(variants.items()):
+        key = tuple(id(a) for a in args)  # eager and ours usually share their inputs: one ring of copies
+        if key not in shared:
+            shared[key] = _copies(args, count)
+        variants[name] = (Ring(fn, shared[key]), ())
+    return count
+
+
+def run_case(op, shape, build, dtype, devices, use_compile, target_s, progress, cache="hot"):
     case = build(dtype)
     inputs = case["inputs"]
     eager_inputs = case.get("eager_inputs", inputs)
@@ -322,6 +389,10 @@ def run_case(op, shape, build, dtype, devices, use_compile, target_s, progress):
     clone_src = torch.empty(max(1, case["bytes"] // 2), dtype=torch.uint8).random_()
     variants["clone"] = (torch.clone, (clone_src,))
 
+    result["cache"] = cache
+    if cache == "cold":
+        progress.step(label + ": copies")
+        result["cold_copies"] = make_cold(variants, case["bytes"], last_level_cache_bytes())
     progress.step(label + ": timing")
     if "my_asic" in devices:
         asic.reset_fallback_stats()
@@ -537,6 +608,9 @@ def main(argv=None):
                         help="the same as --threads 1,4,all: the scaling table (see above)")
     parser.add_argument("--cpu-allocator", choices=["cached", "system"], default="cached",
                         help="cached: keep freed CPU memory for reuse, as my_asic's allocator does (see above)")
+    parser.add_argument("--cache", choices=["hot", "cold"], default="hot",
+                        help="hot: the same buffers every call (cache-resident when small); cold: a ring of "
+                             "copies >= 2x the last-level cache, so every call reads memory (see above)")
     parser.add_argument("--output", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
     try:
@@ -563,7 +637,8 @@ def main(argv=None):
 
     torch.manual_seed(0)
     load_before = os.getloadavg()
-    progress = Progress(len(cases) * len(dtypes) * (2 if use_compile else 1) * len(thread_counts or [None]))
+    steps_per_case = 1 + use_compile + (args.cache == "cold")
+    progress = Progress(len(cases) * len(dtypes) * steps_per_case * len(thread_counts or [None]))
     results = []
     start = time.perf_counter()
     for threads in thread_counts or [None]:
@@ -571,7 +646,7 @@ def main(argv=None):
             torch.set_num_threads(threads)
         for dtype in dtypes:
             for op, shape, build in cases:
-                r = run_case(op, shape, build, dtype, devices, use_compile, target_s, progress)
+                r = run_case(op, shape, build, dtype, devices, use_compile, target_s, progress, args.cache)
                 r["threads"] = torch.get_num_threads()
                 r["scaling_targets"] = check_scaling_targets(r, r["ratios"])
                 results.append(r)
@@ -584,10 +659,12 @@ def main(argv=None):
     info = machine_info()
     info["load_average_before_after"] = [round(load_before[0], 2), round(os.getloadavg()[0], 2)]
     info["cpu_allocator"] = allocator
+    info["cache"] = args.cache
+    info["last_level_cache_bytes"] = last_level_cache_bytes()
     thread_text = ", ".join(str(n) for n in sorted({r["threads"] for r in results}))
     print(f"kernel_pytorch.ops benchmark on {info['cpu']} ({info['logical_cores']} logical cores, "
           f"torch {info['torch']}, {thread_text} thread(s)); cpu kernels: {info['backend_info']['cpu']}; "
-          f"cpu allocator: {allocator}")
+          f"cpu allocator: {allocator}; caches: {args.cache}")
     print(f"1-minute load average before/after: {info['load_average_before_after']} "
           f"(above the core count, other processes shared the CPU and the figures are noisy)")
     print(f"median ms per call; GB/s = (bytes read + written) / time; x eager / x comp = speed-up of ours; "

@@ -76,6 +76,15 @@ def test_threads_sweep_measures_each_case_at_each_thread_count_and_prints_the_sc
     assert "scaling with threads" in result.stdout and "1 thr" in result.stdout and "2 thr" in result.stdout
 
 
+def test_cold_cache_mode_gives_every_call_operands_the_cache_has_not_seen(tmp_path):
+    _, data = _benchmark_json(tmp_path, "--no-compile", "--device", "cpu", "--ops", "rms_norm", "--cache", "cold")
+    (row,) = data["results"]
+    llc = data["machine"]["last_level_cache_bytes"]
+    assert data["machine"]["cache"] == "cold" and row["cache"] == "cold"
+    assert llc > 0 and row["cold_copies"] * row["bytes"] >= 2 * llc
+    assert row["ms"]["ours"] > 0 and row["ms"]["clone"] > 0 and row["max_abs_diff_vs_eager"] < 1e-3
+
+
 def test_benchmark_rejects_a_thread_count_that_is_not_a_number(tmp_path):
     result = run_script("benchmarks/kernels.py", "--quick", "--threads", "1,many", cwd=tmp_path)
     assert result.returncode != 0 and "positive thread count" in result.stderr
