@@ -115,7 +115,7 @@ struct SumMean {
       }
     }
     return run_on_fallback<at::Tensor, T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(
-        reinterpret_cast<const void*>(&functional), self, dim, keepdim, dtype);
+        kernel_key(&functional), self, dim, keepdim, dtype);
   }
 };
 
@@ -138,7 +138,7 @@ struct Extreme {  // amax / amin (and max() / min()): no identity, so empty redu
   static at::Tensor functional(T self, at::IntArrayRef dim, bool keepdim) {
     at::Tensor r = native(self, dim, keepdim);
     if (r.defined()) return r;
-    return run_on_fallback<at::Tensor, T, at::IntArrayRef, bool>(reinterpret_cast<const void*>(&functional), self,
+    return run_on_fallback<at::Tensor, T, at::IntArrayRef, bool>(kernel_key(&functional), self,
                                                                  dim, keepdim);
   }
   // max() / min(): every dimension; an empty tensor raises ATen's error (fallback).
@@ -147,7 +147,7 @@ struct Extreme {  // amax / amin (and max() / min()): no identity, so empty redu
       at::Tensor r = native(self, {}, false);
       if (r.defined()) return r;
     }
-    return run_on_fallback<at::Tensor, T>(reinterpret_cast<const void*>(&all), self);
+    return run_on_fallback<at::Tensor, T>(kernel_key(&all), self);
   }
 };
 
@@ -161,7 +161,7 @@ std::tuple<at::Tensor, at::Tensor> aminmax(T self, std::optional<int64_t> dim, b
     if (high.defined()) return {low, high};
   }
   return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, std::optional<int64_t>, bool>(
-      reinterpret_cast<const void*>(&aminmax), self, dim, keepdim);
+      kernel_key(&aminmax), self, dim, keepdim);
 }
 
 }  // namespace
