@@ -1,11 +1,14 @@
 """Indexing, embedding, cat, integer and index-dependent pointwise cases compared with torch on the CPU.
 
 ``script()`` runs in a fresh process whose my_asic device is configured by the caller (the
-simulator with MY_ASIC_HOST_ADDRESSABLE=0, or the OpenCL runtime). It prints one JSON line:
-the cases checked, the fallback calls of the ops the gather/scatter/pointwise entries serve
-(runtime_indexing.cpp, runtime_tensor_ops.cpp, runtime_pointwise.cpp), and the errors raised
-for out-of-range indices.
+simulator with MY_ASIC_HOST_ADDRESSABLE=0, or the OpenCL runtime; case_runner.py). It prints one
+JSON line: the cases checked, the fallback calls of the ops the gather/scatter/pointwise entries
+serve (runtime_indexing.cpp, runtime_tensor_ops.cpp, runtime_pointwise.cpp), and the errors
+raised for out-of-range indices. :func:`assert_cases` and :func:`assert_errors` are what every
+runtime's tests expect of it.
 """
+
+from case_runner import case_script
 
 ROUTED_OPS = (
     "index_select", "index", "_index_put_impl_", "embedding_dense_backward", "masked_fill_", "cat",
@@ -16,32 +19,7 @@ ROUTED_OPS = (
 )
 
 SCRIPT = r'''
-import json, torch, kernel_pytorch
 import torch.nn.functional as F
-torch.manual_seed(0)
-dev = "my_asic"
-checked = 0
-
-def to_dev(v):
-    return v.to(dev) if isinstance(v, torch.Tensor) else v
-
-def check(fn, *inputs, name, exact=False):
-    global checked
-    ref = fn(*inputs)
-    got = fn(*[to_dev(t) for t in inputs])
-    refs, gots = (ref, got) if isinstance(ref, tuple) else ((ref,), (got,))
-    for r, g in zip(refs, gots):
-        assert g.device.type == dev and g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, r.dtype, g.shape, r.shape)
-        if exact or not r.dtype.is_floating_point:
-            assert torch.equal(g.cpu(), r), (name, g.cpu(), r)
-        else:
-            tol = dict(rtol=1e-5, atol=1e-5) if r.dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
-            torch.testing.assert_close(g.cpu(), r, equal_nan=True, **tol, msg=lambda m: f"{name}: {m}")
-    checked += 1
-    if DEBUG and torch.my_asic.fallback_stats():
-        print(name, torch.my_asic.fallback_stats()); torch.my_asic.reset_fallback_stats()
-
-torch.my_asic.reset_fallback_stats()
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 ALL = FLOATS + [torch.int64, torch.int32, torch.bool]
 
@@ -224,25 +202,19 @@ for elements, tests in ((torch.tensor([[1, 5, 2], [7, 2, 9]]), torch.tensor([2, 
               name=f"isin {elements.dtype} {tuple(elements.shape)} invert={invert}")
     check(lambda e: torch.isin(e, 2), elements, name=f"isin scalar {elements.dtype}")
 
-stats = {op: n for op, n in torch.my_asic.fallback_stats().items()
-         if op.split("::")[1].split(".")[0] in ROUTED_OPS}
+stats = routed_fallbacks()
 
 # Out-of-range indices: ATen's IndexError naming the index; the device stays usable.
-errors = []
 w = torch.randn(5, 3, device=dev)
-for bad in (lambda: w.index_select(0, torch.tensor([1, 5], device=dev)),
-            lambda: w.index_select(0, torch.tensor([-1], device=dev)),
-            lambda: F.embedding(torch.tensor([[0, 7]], device=dev), w),
-            lambda: w[torch.tensor([-6], device=dev)],
-            lambda: w.clone().index_put_((torch.tensor([9], device=dev),), torch.ones(3, device=dev), accumulate=True),
-            lambda: torch.gather(w, 1, torch.tensor([[0, 3]], device=dev)),
-            lambda: w.clone().scatter_add_(0, torch.tensor([[5, 0, 0]], device=dev), torch.ones(1, 3, device=dev)),
-            lambda: w.clone().index_add_(0, torch.tensor([8], device=dev), torch.ones(1, 3, device=dev))):
-    try:
-        bad()
-        errors.append("no error")
-    except IndexError as e:
-        errors.append(str(e).splitlines()[0])
+errors = errors_of((lambda: w.index_select(0, torch.tensor([1, 5], device=dev)),
+                    lambda: w.index_select(0, torch.tensor([-1], device=dev)),
+                    lambda: F.embedding(torch.tensor([[0, 7]], device=dev), w),
+                    lambda: w[torch.tensor([-6], device=dev)],
+                    lambda: w.clone().index_put_((torch.tensor([9], device=dev),), torch.ones(3, device=dev), accumulate=True),
+                    lambda: torch.gather(w, 1, torch.tensor([[0, 3]], device=dev)),
+                    lambda: w.clone().scatter_add_(0, torch.tensor([[5, 0, 0]], device=dev), torch.ones(1, 3, device=dev)),
+                    lambda: w.clone().index_add_(0, torch.tensor([8], device=dev), torch.ones(1, 3, device=dev))),
+                   kinds=(IndexError,), with_type=False)
 assert (w * 2).cpu().shape == (5, 3)
 print(json.dumps({"checked": checked, "fallbacks": stats, "errors": errors}))
 '''
@@ -250,4 +222,24 @@ print(json.dumps({"checked": checked, "fallbacks": stats, "errors": errors}))
 
 def script(debug=False):
     """SCRIPT (debug: print each case's fallbacks)."""
-    return f"DEBUG = {debug!r}\nROUTED_OPS = {ROUTED_OPS!r}\n" + SCRIPT
+    return case_script(SCRIPT, ROUTED_OPS, debug, float32_tol=dict(rtol=1e-5, atol=1e-5),
+                       half_tol=dict(rtol=2e-2, atol=2e-2))
+
+
+def assert_cases(result):
+    """Every case equals the CPU and no routed op fell back."""
+    assert result["checked"] >= 300
+    assert result["fallbacks"] == {}
+
+
+def assert_errors(errors):
+    """Each out-of-range index raised IndexError naming it (and its op where ATen does)."""
+    assert len(errors) == 8 and "no error" not in errors, errors
+    assert "index 5 is out of bounds for dimension 0 with size 5" in errors[0]
+    assert "index -1" in errors[1]
+    assert "index 7" in errors[2]
+    assert "index -6" in errors[3]
+    assert "index 9" in errors[4]
+    assert "gather(): index 3 is out of bounds for dimension 1 with size 3" in errors[5]
+    assert "scatter_add_(): index 5" in errors[6]
+    assert "index_add_(): index 8" in errors[7]

@@ -2,10 +2,13 @@
 indexing and assignment) compared with torch on the CPU.
 
 ``script()`` runs in a fresh process whose my_asic device is configured by the caller (the
-simulator with MY_ASIC_HOST_ADDRESSABLE=0, or the OpenCL runtime). It prints one JSON line:
-the cases checked, the fallback calls of the ops the scan entry serves (runtime_scan.cpp,
-runtime_indexing.cpp), and the errors raised for malformed calls.
+simulator with MY_ASIC_HOST_ADDRESSABLE=0, or the OpenCL runtime; case_runner.py). It prints one
+JSON line: the cases checked, the fallback calls of the ops the scan entry serves
+(runtime_scan.cpp, runtime_indexing.cpp), and the errors raised for malformed calls.
+:func:`assert_result` is what every runtime's tests expect of it.
 """
+
+from case_runner import case_script
 
 ROUTED_OPS = (
     "cumsum", "cumsum_", "cumprod", "cumprod_", "_logcumsumexp", "logcumsumexp", "flip", "nonzero",
@@ -14,31 +17,6 @@ ROUTED_OPS = (
 )
 
 SCRIPT = r'''
-import json, torch, kernel_pytorch
-torch.manual_seed(0)
-dev = "my_asic"
-checked = 0
-
-def to_dev(v):
-    return v.to(dev) if isinstance(v, torch.Tensor) else v
-
-def check(fn, *inputs, name, exact=False, tol=None):
-    global checked
-    ref = fn(*inputs)
-    got = fn(*[to_dev(t) for t in inputs])
-    refs, gots = (ref, got) if isinstance(ref, tuple) else ((ref,), (got,))
-    for r, g in zip(refs, gots):
-        assert g.device.type == dev and g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, r.dtype, g.shape, r.shape)
-        if exact or not r.dtype.is_floating_point:
-            assert torch.equal(g.cpu(), r), (name, g.cpu(), r)
-        else:
-            t = tol or (dict(rtol=1e-4, atol=1e-4) if r.dtype == torch.float32 else dict(rtol=2e-2, atol=5e-2))
-            torch.testing.assert_close(g.cpu(), r, equal_nan=True, **t, msg=lambda m: f"{name}: {m}")
-    checked += 1
-    if DEBUG and torch.my_asic.fallback_stats():
-        print(name, torch.my_asic.fallback_stats()); torch.my_asic.reset_fallback_stats()
-
-torch.my_asic.reset_fallback_stats()
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 ALL = FLOATS + [torch.int64, torch.int32, torch.bool]
 
@@ -156,22 +134,15 @@ check(grad_of(lambda t: t[t > 0].sum() * 2), torch.randn(5, 4), torch.tensor(1.0
 check(grad_of(lambda t: torch.masked_select(t, t > 0).sum()), torch.randn(5, 4), torch.tensor(1.0),
       name="masked_select backward")
 
-stats = {op: n for op, n in torch.my_asic.fallback_stats().items()
-         if op.split("::")[1].split(".")[0] in ROUTED_OPS}
+stats = routed_fallbacks()
 
 # Malformed calls raise ATen's errors (through the fallback); the device stays usable.
-errors = []
 w = torch.randn(3, 4, device=dev)
-for bad in (lambda: torch.cumsum(w, 2),
-            lambda: w[torch.ones(3, 5, dtype=torch.bool, device=dev)],
-            lambda: torch.masked_select(w, torch.ones(2, 4, dtype=torch.bool, device=dev)),
-            lambda: torch.flip(w, [0, 0]),
-            lambda: w.clone().masked_scatter_(torch.ones(3, 4, dtype=torch.bool, device=dev), torch.ones(5, device=dev))):
-    try:
-        bad()
-        errors.append("no error")
-    except (IndexError, RuntimeError) as e:
-        errors.append(type(e).__name__ + ": " + str(e).splitlines()[0])
+errors = errors_of((lambda: torch.cumsum(w, 2),
+                    lambda: w[torch.ones(3, 5, dtype=torch.bool, device=dev)],
+                    lambda: torch.masked_select(w, torch.ones(2, 4, dtype=torch.bool, device=dev)),
+                    lambda: torch.flip(w, [0, 0]),
+                    lambda: w.clone().masked_scatter_(torch.ones(3, 4, dtype=torch.bool, device=dev), torch.ones(5, device=dev))))
 assert (w * 2).cpu().shape == (3, 4)
 print(json.dumps({"checked": checked, "fallbacks": stats, "errors": errors}))
 '''
@@ -179,4 +150,18 @@ print(json.dumps({"checked": checked, "fallbacks": stats, "errors": errors}))
 
 def script(debug=False):
     """SCRIPT (debug: print each case's fallbacks)."""
-    return f"DEBUG = {debug!r}\nROUTED_OPS = {ROUTED_OPS!r}\n" + SCRIPT
+    return case_script(SCRIPT, ROUTED_OPS, debug, float32_tol=dict(rtol=1e-4, atol=1e-4),
+                       half_tol=dict(rtol=2e-2, atol=5e-2))
+
+
+def assert_result(result):
+    """Every case equals the CPU, no routed op fell back, and each malformed call raised ATen's error."""
+    assert result["checked"] >= 200
+    assert result["fallbacks"] == {}
+    errors = result["errors"]
+    assert len(errors) == 5 and "no error" not in errors, errors
+    assert errors[0].startswith("IndexError: Dimension out of range")
+    assert "The shape of the mask [3, 5] at index 1 does not match" in errors[1]
+    assert "must match the size of tensor b" in errors[2]
+    assert "dims has duplicates" in errors[3] or "appears multiple times" in errors[3]
+    assert "Number of elements of source < number of ones in mask" in errors[4]

@@ -2,14 +2,17 @@
 sort and topk) compared with torch on the CPU.
 
 ``script()`` runs in a fresh process whose my_asic device is configured by the caller (the
-simulator with MY_ASIC_HOST_ADDRESSABLE=0, or the OpenCL runtime). It prints one JSON line:
-the cases checked and the fallback calls of the ops the sort entry serves (runtime_sort.cpp)
-and of the ops they are composed of.
+simulator with MY_ASIC_HOST_ADDRESSABLE=0, or the OpenCL runtime; case_runner.py). It prints one
+JSON line: the cases checked, the fallback calls of the ops the sort entry serves
+(runtime_sort.cpp) and of the ops they are composed of, and the errors raised for calls ATen
+rejects. :func:`assert_result` is what every runtime's tests expect of it.
 
 Where ATen leaves the choice open (indices of ties for unstable sorts, topk, kthvalue and
 median), the indices are checked to select the values (a gather of the input gives them) and
 to be distinct; stable sorts must give the CPU's indices exactly.
 """
+
+from case_runner import case_script
 
 ROUTED_OPS = (
     "sort", "topk", "kthvalue", "median", "nanmedian", "argsort", "msort",
@@ -18,11 +21,6 @@ ROUTED_OPS = (
 )
 
 SCRIPT = r'''
-import json, torch, kernel_pytorch
-torch.manual_seed(0)
-dev = "my_asic"
-checked = 0
-
 def same(a, b):
     """Equal values, NaN equal to NaN, dtype and shape included."""
     a = a.cpu()
@@ -31,12 +29,6 @@ def same(a, b):
     if a.dtype.is_floating_point:
         return bool(((a == b) | (a.isnan() & b.isnan())).all())
     return torch.equal(a, b)
-
-def note(name):
-    global checked
-    checked += 1
-    if DEBUG and torch.my_asic.fallback_stats():
-        print(name, torch.my_asic.fallback_stats()); torch.my_asic.reset_fallback_stats()
 
 def selects(x, dim, values, indices, name):
     """indices pick values out of x along dim, each at most once per slice."""
@@ -73,8 +65,6 @@ def values(shape, dt, ties=True):
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 ALL = FLOATS + [torch.int64, torch.int32, torch.bool]
-
-torch.my_asic.reset_fallback_stats()
 
 # ---- sort, stable: the CPU's values and indices exactly ----
 for dt in ALL:
@@ -187,23 +177,26 @@ for dt in FLOATS:
     assert same(grads[0][0], grads[1][0]) and same(grads[0][1], grads[1][1]), dt
     note(f"backward {dt}")
 
-stats = {op: n for op, n in torch.my_asic.fallback_stats().items()
-         if op.split("::")[1].split(".")[0] in ROUTED_OPS}
+stats = routed_fallbacks()
 # Calls ATen rejects go to the fallback, which raises ATen's errors; the device stays usable.
-errors = []
 x = torch.randn(3, 7, device=dev)
-for bad in (lambda: torch.sort(x, dim=2), lambda: torch.topk(x, 8), lambda: torch.topk(x > 0, 2),
-            lambda: torch.kthvalue(x, 0), lambda: torch.median(x > 0, 1)):
-    try:
-        bad()
-        errors.append("no error")
-    except (IndexError, RuntimeError) as e:
-        errors.append(type(e).__name__ + ": " + str(e).splitlines()[0])
+errors = errors_of((lambda: torch.sort(x, dim=2), lambda: torch.topk(x, 8), lambda: torch.topk(x > 0, 2),
+                    lambda: torch.kthvalue(x, 0), lambda: torch.median(x > 0, 1)))
 assert torch.sort(x).values.cpu().shape == (3, 7)
 print(json.dumps({"checked": checked, "fallbacks": stats, "errors": errors}))
 '''
 
 
 def script(debug=False):
-    """SCRIPT (debug: print each case's fallbacks)."""
-    return f"DEBUG = {debug!r}\nROUTED_OPS = {ROUTED_OPS!r}\n" + SCRIPT
+    """SCRIPT (debug: print each case's fallbacks); its cases compare exactly (no tolerances)."""
+    return case_script(SCRIPT, ROUTED_OPS, debug)
+
+
+def assert_result(result):
+    """Every case equals the CPU, no routed op fell back, and each rejected call raised ATen's error."""
+    assert result["checked"] >= 500
+    assert result["fallbacks"] == {}
+    errors = result["errors"]
+    assert errors[0].startswith("IndexError: Dimension out of range"), errors
+    assert "selected index k out of range" in errors[1], errors
+    assert "bool" in errors[2].lower() and "kthvalue" in errors[3] and "Bool" in errors[4], errors

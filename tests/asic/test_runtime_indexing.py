@@ -6,31 +6,21 @@ falls back, and out-of-range indices raise IndexError naming the index."""
 
 import json
 
+from case_runner import result_of
 from device_subprocess import last_line, run_python
-from indexing_cases import script
+from indexing_cases import assert_cases, assert_errors, script
 
 
 def _run():
-    return json.loads(last_line(run_python(script(), env={"MY_ASIC_HOST_ADDRESSABLE": "0"})))
+    return result_of(run_python(script(), env={"MY_ASIC_HOST_ADDRESSABLE": "0"}))
 
 
 def test_indexing_and_integer_ops_match_the_cpu_without_falling_back():
-    result = _run()
-    assert result["checked"] >= 300
-    assert result["fallbacks"] == {}
+    assert_cases(_run())
 
 
 def test_out_of_range_indices_raise_index_errors_naming_the_index():
-    errors = _run()["errors"]
-    assert len(errors) == 8 and "no error" not in errors, errors
-    assert "index 5 is out of bounds for dimension 0 with size 5" in errors[0]
-    assert "index -1" in errors[1]
-    assert "index 7" in errors[2]
-    assert "index -6" in errors[3]
-    assert "index 9" in errors[4]
-    assert "gather(): index 3 is out of bounds for dimension 1 with size 3" in errors[5]
-    assert "scatter_add_(): index 5" in errors[6]
-    assert "index_add_(): index 8" in errors[7]
+    assert_errors(_run()["errors"])
 
 
 def test_cat_and_arange_compute_their_shapes_without_python_meta_kernels():

@@ -171,6 +171,12 @@ class HostKernelScope {
 // The operator a registered kernel serves, for its fallback path.
 void remember_operator(const void* kernel, const char* name);
 const c10::OperatorHandle& operator_of(const void* kernel);
+// The key a kernel function is remembered and found by (remember_operator,
+// operator_of, run_on_fallback): its address.
+template <typename Fn>
+const void* kernel_key(Fn fn) {
+  return reinterpret_cast<const void*>(fn);
+}
 
 // Registers kernels on the PrivateUse1 library, skipping ops that my_asic
 // already implements elsewhere (its own kernels win over ATen's CPU ones).
@@ -184,7 +190,7 @@ class Registrar {
     }
     using F = std::decay_t<Fn>;
     if constexpr (c10::is_compile_time_function_pointer<F>::value) {
-      remember_operator(reinterpret_cast<const void*>(F::func_ptr()), name);
+      remember_operator(kernel_key(F::func_ptr()), name);
     }
     lib_.impl(name, std::forward<Fn>(fn));
     registered_.emplace_back(name);

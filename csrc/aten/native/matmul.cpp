@@ -38,14 +38,14 @@ template <class Native, class... Args>
 struct Gemm {
   static at::Tensor functional(Args... args) {
     if ((reduced_float(args) || ...)) {
-      return run_boxed<&run_on_host_aliases, at::Tensor, Args...>(reinterpret_cast<const void*>(&functional), args...);
+      return run_boxed<&run_on_host_aliases, at::Tensor, Args...>(kernel_key(&functional), args...);
     }
     return Native::functional(args...);
   }
   static at::Tensor& out(Args... args, at::Tensor& result) {
     if ((reduced_float(args) || ...) || reduced_float(result)) {
       return run_boxed<&run_on_host_aliases, at::Tensor&, Args..., at::Tensor&>(
-          reinterpret_cast<const void*>(&out), args..., result);
+          kernel_key(&out), args..., result);
     }
     return Native::out(args..., result);
   }
@@ -56,7 +56,7 @@ struct GemmInplace {
   static at::Tensor& inplace(at::Tensor& self, Rest... rest) {
     if (reduced_float(self) || (reduced_float(rest) || ...)) {
       return run_boxed<&run_on_host_aliases, at::Tensor&, at::Tensor&, Rest...>(
-          reinterpret_cast<const void*>(&inplace), self, rest...);
+          kernel_key(&inplace), self, rest...);
     }
     return Native::inplace(self, rest...);
   }

@@ -447,7 +447,7 @@ struct MaxPool {
       if (pool_launch(*p, KPDR_MAX_POOL_FORWARD, self, out, indices)) return {out, indices};
     }
     return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, Ints, Ints, Ints, Ints, bool>(
-        reinterpret_cast<const void*>(&forward), self, kernel, stride, padding, dilation, ceil_mode);
+        kernel_key(&forward), self, kernel, stride, padding, dilation, ceil_mode);
   }
   static at::Tensor backward(T grad_output, T self, Ints kernel, Ints stride, Ints padding, Ints dilation,
                              bool ceil_mode, T indices) {
@@ -462,7 +462,7 @@ struct MaxPool {
       }
     }
     return run_on_fallback<at::Tensor, T, T, Ints, Ints, Ints, Ints, bool, T>(
-        reinterpret_cast<const void*>(&backward), grad_output, self, kernel, stride, padding, dilation, ceil_mode,
+        kernel_key(&backward), grad_output, self, kernel, stride, padding, dilation, ceil_mode,
         indices);
   }
 };
@@ -514,7 +514,7 @@ struct Unfold {
         if (columns(c, KPDR_IM2COL, image, 0, c.n, col, c.rows() * c.p(), c.p())) return batched ? col : col.squeeze(0);
       }
     }
-    return run_on_fallback<at::Tensor, T, Ints, Ints, Ints, Ints>(reinterpret_cast<const void*>(&im2col), self, kernel,
+    return run_on_fallback<at::Tensor, T, Ints, Ints, Ints, Ints>(kernel_key(&im2col), self, kernel,
                                                                   dilation, padding, stride);
   }
   static at::Tensor col2im(T self, c10::SymIntArrayRef output_size, Ints kernel, Ints dilation, Ints padding,
@@ -543,7 +543,7 @@ struct Unfold {
       }
     }
     return run_on_fallback<at::Tensor, T, c10::SymIntArrayRef, Ints, Ints, Ints, Ints>(
-        reinterpret_cast<const void*>(&col2im), self, output_size, kernel, dilation, padding, stride);
+        kernel_key(&col2im), self, output_size, kernel, dilation, padding, stride);
   }
 };
 

@@ -137,14 +137,14 @@ struct Product {  // mm / bmm
       at::Tensor c = new_result(a, *s, batched);
       if (runtime_gemm(c, a, b, *s, 1.0, 0.0)) return c;
     }
-    return run_on_fallback<at::Tensor, T, T>(reinterpret_cast<const void*>(&functional), a, b);
+    return run_on_fallback<at::Tensor, T, T>(kernel_key(&functional), a, b);
   }
   static at::Tensor& out(T a, T b, at::Tensor& result) {
     if (auto s = gemm_shape(a, b, batched); s && plain_device_tensor(result, a)) {
       at::native::resize_output(result, result_sizes(*s, batched));
       if (runtime_gemm(result, a, b, *s, 1.0, 0.0)) return result;
     }
-    return run_on_fallback<at::Tensor&, T, T, at::Tensor&>(reinterpret_cast<const void*>(&out), a, b, result);
+    return run_on_fallback<at::Tensor&, T, T, at::Tensor&>(kernel_key(&out), a, b, result);
   }
 };
 
@@ -165,7 +165,7 @@ struct AddProduct {  // addmm / baddbmm: beta * self + alpha * (a @ b)
       if (into(c, self, a, b, beta, alpha, *s)) return c;
     }
     return run_on_fallback<at::Tensor, T, T, T, S, S>(
-        reinterpret_cast<const void*>(&functional), self, a, b, beta, alpha);
+        kernel_key(&functional), self, a, b, beta, alpha);
   }
   static at::Tensor& out(T self, T a, T b, S beta, S alpha, at::Tensor& result) {
     if (auto s = gemm_shape(a, b, batched); s && plain_device_tensor(result, a) &&
@@ -177,14 +177,14 @@ struct AddProduct {  // addmm / baddbmm: beta * self + alpha * (a @ b)
       }
     }
     return run_on_fallback<at::Tensor&, T, T, T, S, S, at::Tensor&>(
-        reinterpret_cast<const void*>(&out), self, a, b, beta, alpha, result);
+        kernel_key(&out), self, a, b, beta, alpha, result);
   }
   static at::Tensor& inplace(at::Tensor& self, T a, T b, S beta, S alpha) {
     if (auto s = gemm_shape(a, b, batched); s && self.sizes() == at::IntArrayRef(result_sizes(*s, batched))) {
       if (into(self, self, a, b, beta, alpha, *s)) return self;
     }
     return run_on_fallback<at::Tensor&, at::Tensor&, T, T, S, S>(
-        reinterpret_cast<const void*>(&inplace), self, a, b, beta, alpha);
+        kernel_key(&inplace), self, a, b, beta, alpha);
   }
 };
 

@@ -43,7 +43,7 @@ Grads group_norm_backward(T dy, T x, T mean, T rstd, const std::optional<at::Ten
   if (!eligible) {
     return run_on_fallback<Grads, T, T, T, T, const std::optional<at::Tensor>&, c10::SymInt, c10::SymInt,
                            c10::SymInt, int64_t, std::array<bool, 3>>(
-        reinterpret_cast<const void*>(&group_norm_backward), dy, x, mean, rstd, weight, N_, C_, HxW_, group, mask);
+        kernel_key(&group_norm_backward), dy, x, mean, rstd, weight, N_, C_, HxW_, group, mask);
   }
   c10::DeviceGuard guard(device);
   const int64_t D = C / group;

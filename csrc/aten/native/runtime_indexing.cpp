@@ -89,11 +89,6 @@ struct IndexCall {
   }
 };
 
-template <typename Fn>
-const void* key(Fn fn) {
-  return reinterpret_cast<const void*>(fn);
-}
-
 // ---- index_select (and so embedding) ----------------------------------------
 
 std::optional<at::Tensor> index_select_native(T self, int64_t dim, T index) {
@@ -124,7 +119,7 @@ std::optional<at::Tensor> index_select_native(T self, int64_t dim, T index) {
 
 at::Tensor index_select(T self, int64_t dim, T index) {
   if (auto r = index_select_native(self, dim, index)) return *r;
-  return run_on_fallback<at::Tensor, T, int64_t, T>(key(&index_select), self, dim, index);
+  return run_on_fallback<at::Tensor, T, int64_t, T>(kernel_key(&index_select), self, dim, index);
 }
 
 // ---- embedding's backward ---------------------------------------------------
@@ -160,7 +155,7 @@ at::Tensor embedding_dense_backward(T grad, T indices, c10::SymInt num_weights, 
     }
   }
   return run_on_fallback<at::Tensor, T, T, c10::SymInt, c10::SymInt, bool>(
-      key(&embedding_dense_backward), grad, indices, std::move(num_weights), std::move(padding_idx),
+      kernel_key(&embedding_dense_backward), grad, indices, std::move(num_weights), std::move(padding_idx),
       scale_grad_by_freq);
 }
 
@@ -277,7 +272,7 @@ at::Tensor index(T self, const c10::List<std::optional<at::Tensor>>& indices) {
       if (call.run(false, self.device(), "index", info->dims)) return out;
     }
   }
-  return run_on_fallback<at::Tensor, T, const c10::List<std::optional<at::Tensor>>&>(key(&index), self, indices);
+  return run_on_fallback<at::Tensor, T, const c10::List<std::optional<at::Tensor>>&>(kernel_key(&index), self, indices);
 }
 
 bool masked_fill_native(at::Tensor& self, T mask, T value);
@@ -350,7 +345,7 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
     }
   }
   return run_on_fallback<at::Tensor&, at::Tensor&, const c10::List<std::optional<at::Tensor>>&, T, bool, bool>(
-      key(&index_put_impl), self, indices, values_in, accumulate, unsafe);
+      kernel_key(&index_put_impl), self, indices, values_in, accumulate, unsafe);
 }
 
 // ---- gather, scatter, scatter_add, index_add ----------------------------------
@@ -389,7 +384,7 @@ at::Tensor gather(T self, int64_t dim, T index, bool sparse_grad) {
       if (call.run(false, device, "gather()", {d})) return out;
     }
   }
-  return run_on_fallback<at::Tensor, T, int64_t, T, bool>(key(&gather), self, dim, index, sparse_grad);
+  return run_on_fallback<at::Tensor, T, int64_t, T, bool>(kernel_key(&gather), self, dim, index, sparse_grad);
 }
 
 // self[... index[i] ... along dim] (+)= alpha * src[i] for every index i of
@@ -437,7 +432,7 @@ bool scatter_native(at::Tensor& self, int64_t dim, T index, T src, bool accumula
 
 at::Tensor& scatter_src_(at::Tensor& self, int64_t dim, T index, T src) {
   if (scatter_native(self, dim, index, src, false, "scatter_()")) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T>(key(&scatter_src_), self, dim, index, src);
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T>(kernel_key(&scatter_src_), self, dim, index, src);
 }
 
 at::Tensor scatter_src(T self, int64_t dim, T index, T src) {
@@ -445,7 +440,7 @@ at::Tensor scatter_src(T self, int64_t dim, T index, T src) {
     at::Tensor result = self.clone(at::MemoryFormat::Preserve);
     if (scatter_native(result, dim, index, src, false, "scatter()")) return result;
   }
-  return run_on_fallback<at::Tensor, T, int64_t, T, T>(key(&scatter_src), self, dim, index, src);
+  return run_on_fallback<at::Tensor, T, int64_t, T, T>(kernel_key(&scatter_src), self, dim, index, src);
 }
 
 // The fill value as a 0-dim device tensor of self's dtype (the entry reads
@@ -461,8 +456,8 @@ at::Tensor& scatter_value_(at::Tensor& self, int64_t dim, T index, const at::Sca
       if (scatter_native(self, dim, index, *v, false, "scatter_()", true)) return self;
     }
   }
-  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, const at::Scalar&>(key(&scatter_value_), self, dim,
-                                                                                   index, value);
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, const at::Scalar&>(
+      kernel_key(&scatter_value_), self, dim, index, value);
 }
 
 at::Tensor scatter_value(T self, int64_t dim, T index, const at::Scalar& value) {
@@ -472,13 +467,13 @@ at::Tensor scatter_value(T self, int64_t dim, T index, const at::Scalar& value) 
       if (scatter_native(result, dim, index, *v, false, "scatter()", true)) return result;
     }
   }
-  return run_on_fallback<at::Tensor, T, int64_t, T, const at::Scalar&>(key(&scatter_value), self, dim, index,
-                                                                       value);
+  return run_on_fallback<at::Tensor, T, int64_t, T, const at::Scalar&>(
+      kernel_key(&scatter_value), self, dim, index, value);
 }
 
 at::Tensor& scatter_add_(at::Tensor& self, int64_t dim, T index, T src) {
   if (scatter_native(self, dim, index, src, true, "scatter_add_()")) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T>(key(&scatter_add_), self, dim, index, src);
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T>(kernel_key(&scatter_add_), self, dim, index, src);
 }
 
 at::Tensor scatter_add(T self, int64_t dim, T index, T src) {
@@ -486,7 +481,7 @@ at::Tensor scatter_add(T self, int64_t dim, T index, T src) {
     at::Tensor result = self.clone(at::MemoryFormat::Preserve);
     if (scatter_native(result, dim, index, src, true, "scatter_add()")) return result;
   }
-  return run_on_fallback<at::Tensor, T, int64_t, T, T>(key(&scatter_add), self, dim, index, src);
+  return run_on_fallback<at::Tensor, T, int64_t, T, T>(kernel_key(&scatter_add), self, dim, index, src);
 }
 
 // self.index_add_(dim, index, source, alpha): source's slice i along dim is
@@ -511,8 +506,8 @@ bool index_add_native(at::Tensor& self, int64_t dim, T index, T source, const at
 
 at::Tensor& index_add_(at::Tensor& self, int64_t dim, T index, T source, const at::Scalar& alpha) {
   if (index_add_native(self, dim, index, source, alpha)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T, const at::Scalar&>(key(&index_add_), self, dim,
-                                                                                      index, source, alpha);
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, T, T, const at::Scalar&>(
+      kernel_key(&index_add_), self, dim, index, source, alpha);
 }
 
 at::Tensor index_add(T self, int64_t dim, T index, T source, const at::Scalar& alpha) {
@@ -520,8 +515,8 @@ at::Tensor index_add(T self, int64_t dim, T index, T source, const at::Scalar& a
     at::Tensor result = self.clone(at::MemoryFormat::Preserve);
     if (index_add_native(result, dim, index, source, alpha)) return result;
   }
-  return run_on_fallback<at::Tensor, T, int64_t, T, T, const at::Scalar&>(key(&index_add), self, dim, index,
-                                                                          source, alpha);
+  return run_on_fallback<at::Tensor, T, int64_t, T, T, const at::Scalar&>(
+      kernel_key(&index_add), self, dim, index, source, alpha);
 }
 
 // ---- masked_fill_ -----------------------------------------------------------
@@ -559,12 +554,13 @@ at::Tensor& masked_fill_scalar(at::Tensor& self, T mask, const at::Scalar& value
     const at::Tensor v = at::scalar_tensor(value, at::TensorOptions().dtype(value.type()));
     if (masked_fill_native(self, mask, v)) return self;
   }
-  return run_on_fallback<at::Tensor&, at::Tensor&, T, const at::Scalar&>(key(&masked_fill_scalar), self, mask, value);
+  return run_on_fallback<at::Tensor&, at::Tensor&, T, const at::Scalar&>(
+      kernel_key(&masked_fill_scalar), self, mask, value);
 }
 
 at::Tensor& masked_fill_tensor(at::Tensor& self, T mask, T value) {
   if (masked_fill_native(self, mask, value)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, T, T>(key(&masked_fill_tensor), self, mask, value);
+  return run_on_fallback<at::Tensor&, at::Tensor&, T, T>(kernel_key(&masked_fill_tensor), self, mask, value);
 }
 
 // ---- cat --------------------------------------------------------------------
@@ -653,7 +649,7 @@ at::Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
       }
     }
   }
-  return run_on_fallback<at::Tensor, const at::ITensorListRef&, int64_t>(key(&cat), tensors, dim);
+  return run_on_fallback<at::Tensor, const at::ITensorListRef&, int64_t>(kernel_key(&cat), tensors, dim);
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ struct Softmax {
         }
       }
     }
-    return run_on_fallback<at::Tensor, T, int64_t, bool>(reinterpret_cast<const void*>(&forward), self, dim,
+    return run_on_fallback<at::Tensor, T, int64_t, bool>(kernel_key(&forward), self, dim,
                                                          half_to_float);
   }
   static at::Tensor backward(T grad_output, T output, int64_t dim, at::ScalarType input_dtype) {
@@ -106,7 +106,7 @@ struct Softmax {
         if (r.defined()) return r;
       }
     }
-    return run_on_fallback<at::Tensor, T, T, int64_t, at::ScalarType>(reinterpret_cast<const void*>(&backward),
+    return run_on_fallback<at::Tensor, T, T, int64_t, at::ScalarType>(kernel_key(&backward),
                                                                       grad_output, output, dim, input_dtype);
   }
 };
@@ -221,7 +221,7 @@ struct Nll {
       }
     }
     return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, T, OptT, int64_t, int64_t>(
-        reinterpret_cast<const void*>(&forward), self, target, weight, reduction, ignore_index);
+        kernel_key(&forward), self, target, weight, reduction, ignore_index);
   }
 
   static at::Tensor backward(T grad_output, T self, T target, OptT weight, int64_t reduction, int64_t ignore_index,
@@ -249,7 +249,7 @@ struct Nll {
       }
     }
     return run_on_fallback<at::Tensor, T, T, T, OptT, int64_t, int64_t, T>(
-        reinterpret_cast<const void*>(&backward), grad_output, self, target, weight, reduction, ignore_index,
+        kernel_key(&backward), grad_output, self, target, weight, reduction, ignore_index,
         total_weight);
   }
 };
@@ -327,7 +327,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm(T input, at::IntArrayR
     }
   }
   return run_on_fallback<std::tuple<at::Tensor, at::Tensor, at::Tensor>, T, at::IntArrayRef, OptT, OptT, double>(
-      reinterpret_cast<const void*>(&layer_norm), input, normalized_shape, weight, bias, eps);
+      kernel_key(&layer_norm), input, normalized_shape, weight, bias, eps);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(T grad_out, T input,
@@ -376,7 +376,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_backward(T grad_out, T
     }
   }
   return run_on_fallback<std::tuple<at::Tensor, at::Tensor, at::Tensor>, T, T, at::IntArrayRef, T, T, OptT, OptT,
-                         std::array<bool, 3>>(reinterpret_cast<const void*>(&layer_norm_backward), grad_out, input,
+                         std::array<bool, 3>>(kernel_key(&layer_norm_backward), grad_out, input,
                                               normalized_shape, mean, rstd, weight, bias, output_mask);
 }
 

@@ -44,6 +44,15 @@ bool entry_float(at::ScalarType t) {
   return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
 }
 
+bool entry_integer(at::ScalarType t) {
+  return t == at::kBool || t == at::kInt || t == at::kLong;
+}
+
+bool device_tensor(const at::Tensor& t, int64_t max_dims) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.layout() == at::kStrided &&
+         !t.is_neg() && !t.is_conj() && entry_dtype(t.scalar_type()).has_value() && t.dim() <= max_dims;
+}
+
 // A Python scalar as the CPU compares it: rounded to the comparison's dtype
 // first (CPU TensorIterator casts the wrapped scalar to the common dtype).
 double rounded_to(at::ScalarType type, double v) {
@@ -233,17 +242,17 @@ struct Unary {
   static at::Tensor functional(T self) {
     at::Tensor r;
     if (run(at::TensorBase(), self, &r)) return r;
-    return run_on_fallback<at::Tensor, T>(reinterpret_cast<const void*>(&functional), self);
+    return run_on_fallback<at::Tensor, T>(kernel_key(&functional), self);
   }
   static at::Tensor& inplace(at::Tensor& self) {
     at::Tensor r;
     if (run(self, self, &r)) return self;
-    return run_on_fallback<at::Tensor&, at::Tensor&>(reinterpret_cast<const void*>(&inplace), self);
+    return run_on_fallback<at::Tensor&, at::Tensor&>(kernel_key(&inplace), self);
   }
   static at::Tensor& out(T self, at::Tensor& result) {
     at::Tensor r;
     if (eligible({&result}, false) && run(result, self, &r)) return result;
-    return run_on_fallback<at::Tensor&, T, at::Tensor&>(reinterpret_cast<const void*>(&out), self, result);
+    return run_on_fallback<at::Tensor&, T, at::Tensor&>(kernel_key(&out), self, result);
   }
 };
 
@@ -256,7 +265,7 @@ struct PowScalar {
                                    exponent.toDouble());
       if (r.defined()) return r;
     }
-    return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&functional), self, exponent);
+    return run_on_fallback<at::Tensor, T, S>(kernel_key(&functional), self, exponent);
   }
 };
 
@@ -273,12 +282,12 @@ struct LeakyRelu {
   static at::Tensor functional(T self, S slope) {
     at::Tensor r;
     if (run(at::TensorBase(), self, slope, &r)) return r;
-    return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&functional), self, slope);
+    return run_on_fallback<at::Tensor, T, S>(kernel_key(&functional), self, slope);
   }
   static at::Tensor& inplace(at::Tensor& self, S slope) {
     at::Tensor r;
     if (run(self, self, slope, &r)) return self;
-    return run_on_fallback<at::Tensor&, at::Tensor&, S>(reinterpret_cast<const void*>(&inplace), self, slope);
+    return run_on_fallback<at::Tensor&, at::Tensor&, S>(kernel_key(&inplace), self, slope);
   }
   static at::Tensor backward(T grad, T self, S slope, bool self_is_result) {
     // (ATen's check: an in-place forward with a negative slope cannot be differentiated)
@@ -289,7 +298,7 @@ struct LeakyRelu {
                                    KPDR_POINTWISE_LEAKY_RELU_BACKWARD, slope.toDouble());
       if (r.defined()) return r;
     }
-    return run_on_fallback<at::Tensor, T, T, S, bool>(reinterpret_cast<const void*>(&backward), grad, self, slope,
+    return run_on_fallback<at::Tensor, T, T, S, bool>(kernel_key(&backward), grad, self, slope,
                                                       self_is_result);
   }
 };
@@ -300,7 +309,7 @@ at::Tensor isnan(T self) {
     if (!entry_float(self.scalar_type())) return at::zeros(self.sizes(), self.options().dtype(at::kBool));
     return at::ne(self, self);
   }
-  return run_on_fallback<at::Tensor, T>(reinterpret_cast<const void*>(&isnan), self);
+  return run_on_fallback<at::Tensor, T>(kernel_key(&isnan), self);
 }
 
 // gelu / gelu_ with approximate = "none" or "tanh".
@@ -319,7 +328,7 @@ struct Gelu {
                                    *tanh ? KPDR_POINTWISE_GELU_TANH : KPDR_POINTWISE_GELU, 1.0);
       if (r.defined()) return r;
     }
-    return run_on_fallback<at::Tensor, T, c10::string_view>(reinterpret_cast<const void*>(&functional), self,
+    return run_on_fallback<at::Tensor, T, c10::string_view>(kernel_key(&functional), self,
                                                             approximate);
   }
   static at::Tensor& inplace(at::Tensor& self, c10::string_view approximate) {
@@ -330,7 +339,7 @@ struct Gelu {
                                    *tanh ? KPDR_POINTWISE_GELU_TANH : KPDR_POINTWISE_GELU, 1.0);
       if (r.defined()) return self;
     }
-    return run_on_fallback<at::Tensor&, at::Tensor&, c10::string_view>(reinterpret_cast<const void*>(&inplace),
+    return run_on_fallback<at::Tensor&, at::Tensor&, c10::string_view>(kernel_key(&inplace),
                                                                        self, approximate);
   }
   static at::Tensor backward(T grad, T self, c10::string_view approximate) {
@@ -341,7 +350,7 @@ struct Gelu {
                                    *tanh ? KPDR_POINTWISE_GELU_TANH_BACKWARD : KPDR_POINTWISE_GELU_BACKWARD, 1.0);
       if (r.defined()) return r;
     }
-    return run_on_fallback<at::Tensor, T, T, c10::string_view>(reinterpret_cast<const void*>(&backward), grad,
+    return run_on_fallback<at::Tensor, T, T, c10::string_view>(kernel_key(&backward), grad,
                                                                self, approximate);
   }
 };
@@ -363,35 +372,35 @@ struct Binary {
   static at::Tensor functional_alpha(T a, T b, S alpha) {
     at::Tensor r;
     if (real(alpha) && run(at::TensorBase(), a, b, alpha.toDouble(), &r)) return r;
-    return run_on_fallback<at::Tensor, T, T, S>(reinterpret_cast<const void*>(&functional_alpha), a, b, alpha);
+    return run_on_fallback<at::Tensor, T, T, S>(kernel_key(&functional_alpha), a, b, alpha);
   }
   static at::Tensor& inplace_alpha(at::Tensor& a, T b, S alpha) {
     at::Tensor r;
     if (real(alpha) && run(a, a, b, alpha.toDouble(), &r)) return a;
-    return run_on_fallback<at::Tensor&, at::Tensor&, T, S>(reinterpret_cast<const void*>(&inplace_alpha), a, b,
+    return run_on_fallback<at::Tensor&, at::Tensor&, T, S>(kernel_key(&inplace_alpha), a, b,
                                                            alpha);
   }
   static at::Tensor& out_alpha(T a, T b, S alpha, at::Tensor& result) {
     at::Tensor r;
     if (real(alpha) && eligible({&result}, false) && run(result, a, b, alpha.toDouble(), &r)) return result;
-    return run_on_fallback<at::Tensor&, T, T, S, at::Tensor&>(reinterpret_cast<const void*>(&out_alpha), a, b,
+    return run_on_fallback<at::Tensor&, T, T, S, at::Tensor&>(kernel_key(&out_alpha), a, b,
                                                               alpha, result);
   }
   // mul/div/maximum/minimum/comparisons and the activations' backward
   static at::Tensor functional(T a, T b) {
     at::Tensor r;
     if (run(at::TensorBase(), a, b, 1.0, &r)) return r;
-    return run_on_fallback<at::Tensor, T, T>(reinterpret_cast<const void*>(&functional), a, b);
+    return run_on_fallback<at::Tensor, T, T>(kernel_key(&functional), a, b);
   }
   static at::Tensor& inplace(at::Tensor& a, T b) {
     at::Tensor r;
     if (run(a, a, b, 1.0, &r)) return a;
-    return run_on_fallback<at::Tensor&, at::Tensor&, T>(reinterpret_cast<const void*>(&inplace), a, b);
+    return run_on_fallback<at::Tensor&, at::Tensor&, T>(kernel_key(&inplace), a, b);
   }
   static at::Tensor& out(T a, T b, at::Tensor& result) {
     at::Tensor r;
     if (eligible({&result}, false) && run(result, a, b, 1.0, &r)) return result;
-    return run_on_fallback<at::Tensor&, T, T, at::Tensor&>(reinterpret_cast<const void*>(&out), a, b, result);
+    return run_on_fallback<at::Tensor&, T, T, at::Tensor&>(kernel_key(&out), a, b, result);
   }
   // comparisons with a Scalar (eq.Scalar ...)
   static at::Tensor functional_scalar(T a, S b) {
@@ -401,25 +410,25 @@ struct Binary {
       at::Tensor r;
       if (run(at::TensorBase(), a, wrapped, 1.0, &r)) return r;
     }
-    return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&functional_scalar), a, b);
+    return run_on_fallback<at::Tensor, T, S>(kernel_key(&functional_scalar), a, b);
   }
   // threshold_backward(grad, self, threshold)
   static at::Tensor functional_threshold(T grad, T self, S threshold) {
     at::Tensor r;
     if (real(threshold) && run(at::TensorBase(), grad, self, threshold.toDouble(), &r)) return r;
-    return run_on_fallback<at::Tensor, T, T, S>(reinterpret_cast<const void*>(&functional_threshold), grad, self,
+    return run_on_fallback<at::Tensor, T, T, S>(kernel_key(&functional_threshold), grad, self,
                                                 threshold);
   }
   // lerp(self, end, weight): self + weight * (end - self) == (1 - w) * self + w * end
   static at::Tensor functional_weight(T a, T b, S weight) {
     at::Tensor r;
     if (real(weight) && run(at::TensorBase(), a, b, weight.toDouble(), &r)) return r;
-    return run_on_fallback<at::Tensor, T, T, S>(reinterpret_cast<const void*>(&functional_weight), a, b, weight);
+    return run_on_fallback<at::Tensor, T, T, S>(kernel_key(&functional_weight), a, b, weight);
   }
   static at::Tensor& inplace_weight(at::Tensor& a, T b, S weight) {
     at::Tensor r;
     if (real(weight) && run(a, a, b, weight.toDouble(), &r)) return a;
-    return run_on_fallback<at::Tensor&, at::Tensor&, T, S>(reinterpret_cast<const void*>(&inplace_weight), a, b,
+    return run_on_fallback<at::Tensor&, at::Tensor&, T, S>(kernel_key(&inplace_weight), a, b,
                                                            weight);
   }
 };
@@ -456,12 +465,12 @@ struct AddC {
   static at::Tensor functional(T self, T t1, T t2, S value) {
     at::Tensor r;
     if (run(at::TensorBase(), self, t1, t2, value, &r)) return r;
-    return run_on_fallback<at::Tensor, T, T, T, S>(reinterpret_cast<const void*>(&functional), self, t1, t2, value);
+    return run_on_fallback<at::Tensor, T, T, T, S>(kernel_key(&functional), self, t1, t2, value);
   }
   static at::Tensor& inplace(at::Tensor& self, T t1, T t2, S value) {
     at::Tensor r;
     if (run(self, self, t1, t2, value, &r)) return self;
-    return run_on_fallback<at::Tensor&, at::Tensor&, T, T, S>(reinterpret_cast<const void*>(&inplace), self, t1, t2,
+    return run_on_fallback<at::Tensor&, at::Tensor&, T, T, S>(kernel_key(&inplace), self, t1, t2,
                                                               value);
   }
 };
@@ -513,31 +522,31 @@ struct Clamp {
     at::Tensor r = run(at::TensorBase(), self, lo, hi);
     if (r.defined()) return r;
     return run_on_fallback<at::Tensor, T, const std::optional<at::Scalar>&, const std::optional<at::Scalar>&>(
-        reinterpret_cast<const void*>(&functional), self, lo, hi);
+        kernel_key(&functional), self, lo, hi);
   }
   static at::Tensor& inplace(at::Tensor& self, const std::optional<at::Scalar>& lo,
                              const std::optional<at::Scalar>& hi) {
     if (run(self, self, lo, hi).defined()) return self;
     return run_on_fallback<at::Tensor&, at::Tensor&, const std::optional<at::Scalar>&,
-                           const std::optional<at::Scalar>&>(reinterpret_cast<const void*>(&inplace), self, lo, hi);
+                           const std::optional<at::Scalar>&>(kernel_key(&inplace), self, lo, hi);
   }
   static at::Tensor min(T self, S lo) {
     at::Tensor r = run(at::TensorBase(), self, lo, std::nullopt);
     if (r.defined()) return r;
-    return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&min), self, lo);
+    return run_on_fallback<at::Tensor, T, S>(kernel_key(&min), self, lo);
   }
   static at::Tensor& min_(at::Tensor& self, S lo) {
     if (run(self, self, lo, std::nullopt).defined()) return self;
-    return run_on_fallback<at::Tensor&, at::Tensor&, S>(reinterpret_cast<const void*>(&min_), self, lo);
+    return run_on_fallback<at::Tensor&, at::Tensor&, S>(kernel_key(&min_), self, lo);
   }
   static at::Tensor max(T self, S hi) {
     at::Tensor r = run(at::TensorBase(), self, std::nullopt, hi);
     if (r.defined()) return r;
-    return run_on_fallback<at::Tensor, T, S>(reinterpret_cast<const void*>(&max), self, hi);
+    return run_on_fallback<at::Tensor, T, S>(kernel_key(&max), self, hi);
   }
   static at::Tensor& max_(at::Tensor& self, S hi) {
     if (run(self, self, std::nullopt, hi).defined()) return self;
-    return run_on_fallback<at::Tensor&, at::Tensor&, S>(reinterpret_cast<const void*>(&max_), self, hi);
+    return run_on_fallback<at::Tensor&, at::Tensor&, S>(kernel_key(&max_), self, hi);
   }
 };
 
@@ -548,7 +557,7 @@ struct Softplus {
                                   beta.toDouble());
       if (r.defined()) return r;
     }
-    return run_on_fallback<at::Tensor, T, S, S>(reinterpret_cast<const void*>(&forward), self, beta, threshold);
+    return run_on_fallback<at::Tensor, T, S, S>(kernel_key(&forward), self, beta, threshold);
   }
   static at::Tensor backward(T grad, T self, S beta, S threshold) {
     if (real(beta) && real(threshold) && eligible({&grad, &self}, false) && float_inputs({&grad, &self})) {
@@ -571,7 +580,7 @@ struct Softplus {
           KPDR_POINTWISE_SOFTPLUS_BACKWARD, beta.toDouble());
       if (r.defined()) return r;
     }
-    return run_on_fallback<at::Tensor, T, T, S, S>(reinterpret_cast<const void*>(&backward), grad, self, beta,
+    return run_on_fallback<at::Tensor, T, T, S, S>(kernel_key(&backward), grad, self, beta,
                                                    threshold);
   }
 };
@@ -585,7 +594,7 @@ struct LogSigmoid {
       at::Tensor r = through_entry([&] { return make(Iter::kUnary, out, self); }, KPDR_POINTWISE_LOG_SIGMOID, 1.0);
       if (r.defined()) return {r, at::empty({0}, self.options())};
     }
-    return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T>(reinterpret_cast<const void*>(&forward), self);
+    return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T>(kernel_key(&forward), self);
   }
   static at::Tensor backward(T grad, T self, T buffer) {
     if (eligible({&grad, &self}, false) && float_inputs({&grad, &self})) {
@@ -596,7 +605,7 @@ struct LogSigmoid {
     }
     // ATen's CPU backward reads the buffer its forward fills: give it one.
     const at::Tensor filled = buffer.numel() == self.numel() ? buffer : self.abs().neg().exp();
-    return run_on_fallback<at::Tensor, T, T, T>(reinterpret_cast<const void*>(&backward), grad, self, filled);
+    return run_on_fallback<at::Tensor, T, T, T>(kernel_key(&backward), grad, self, filled);
   }
 };
 
@@ -625,7 +634,7 @@ struct Where {
         if (r.defined()) return r;
       }
     }
-    return run_on_fallback<at::Tensor, T, T, T>(reinterpret_cast<const void*>(&functional), condition, self, other);
+    return run_on_fallback<at::Tensor, T, T, T>(kernel_key(&functional), condition, self, other);
   }
 };
 
@@ -645,11 +654,11 @@ bool fill_with(const at::Tensor& self, double value) {
 struct Fill {
   static at::Tensor& fill(at::Tensor& self, S value) {
     if (real(value) && fill_with(self, value.toDouble())) return self;
-    return run_on_fallback<at::Tensor&, at::Tensor&, S>(reinterpret_cast<const void*>(&fill), self, value);
+    return run_on_fallback<at::Tensor&, at::Tensor&, S>(kernel_key(&fill), self, value);
   }
   static at::Tensor& zero(at::Tensor& self) {
     if (fill_with(self, 0.0)) return self;
-    return run_on_fallback<at::Tensor&, at::Tensor&>(reinterpret_cast<const void*>(&zero), self);
+    return run_on_fallback<at::Tensor&, at::Tensor&>(kernel_key(&zero), self);
   }
 };
 
@@ -667,7 +676,7 @@ struct MseLoss {
       if (reduction == at::Reduction::Sum) return at::sum(squared);
       return squared;
     }
-    return run_on_fallback<at::Tensor, T, T, int64_t>(reinterpret_cast<const void*>(&forward), self, target,
+    return run_on_fallback<at::Tensor, T, T, int64_t>(kernel_key(&forward), self, target,
                                                       reduction);
   }
   static at::Tensor backward(T grad, T self, T target, int64_t reduction) {
@@ -678,7 +687,7 @@ struct MseLoss {
       const at::Tensor d = at::sub(self, target);
       return at::mul(at::mul(d, grad), norm);
     }
-    return run_on_fallback<at::Tensor, T, T, T, int64_t>(reinterpret_cast<const void*>(&backward), grad, self,
+    return run_on_fallback<at::Tensor, T, T, T, int64_t>(kernel_key(&backward), grad, self,
                                                          target, reduction);
   }
 };

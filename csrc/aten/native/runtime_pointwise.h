@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/TensorIterator.h>
 
+#include <limits>
 #include <optional>
 
 #include "core/core.h"
@@ -15,6 +16,15 @@ namespace kernel_pytorch::native {
 // The entry dtype of an ATen dtype (float32, float16, bfloat16, bool).
 std::optional<kpdrDtype> entry_dtype(at::ScalarType t);
 bool entry_float(at::ScalarType t);
+// Bool, int32 or int64: the dtypes the reduce and scan entries compute on as
+// integers (exactly, in int64).
+bool entry_integer(at::ScalarType t);
+// A my_asic tensor an entry can address through its strides: strided, of an
+// entry dtype, no lazy negation or conjugation, at most `max_dims` dimensions.
+// Entries that take the dimensions as they are (scan, sort) pass
+// KPDR_MAX_DIMS; callers whose TensorIterator coalesces dimensions first, and
+// checks their count itself, leave it unbounded.
+bool device_tensor(const at::Tensor& t, int64_t max_dims = std::numeric_limits<int64_t>::max());
 
 // Runs a built iterator (one output, up to three inputs; 0-dim CPU inputs
 // travel as values) through kpdrKernelTable::pointwise. False, with nothing
@@ -29,6 +39,9 @@ bool runtime_pointwise_copy(const at::Tensor& src, const at::Tensor& dst);
 // A float tensor of my_asic the reduce entry can read (strided, at most
 // KPDR_MAX_DIMS dimensions, no lazy negation or conjugation).
 bool reduce_eligible(const at::Tensor& self);
+// A bool or integer tensor of my_asic (entry_integer) the reduce entry can
+// read as int64: strided, at most KPDR_MAX_DIMS dimensions.
+bool reduce_integer_eligible(const at::Tensor& self);
 // `op` over the dimensions of `mask` into a new contiguous tensor of `out_type`
 // (kLong for ARGMAX/ARGMIN and integer sums; `correction` for VAR/STD);
 // undefined when the entry cannot take the call (runtime_reduce.cpp).

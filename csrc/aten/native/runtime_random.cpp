@@ -34,11 +34,6 @@ namespace {
 
 using Gen = std::optional<at::Generator>;
 
-template <typename Fn>
-const void* key(Fn fn) {
-  return reinterpret_cast<const void*>(fn);
-}
-
 // A fresh 64-bit seed from the generator's engine, as one CPU draw advances it.
 uint64_t draw_seed(const Gen& gen, c10::DeviceIndex device) {
   at::Generator engine = engine_for(gen, device);
@@ -82,22 +77,22 @@ bool floating(const at::Tensor& self) {
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, Gen gen) {
   if (floating(self) && std >= 0.0 && fill(self, KPDR_RANDOM_NORMAL, mean, std, gen)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, double, double, Gen>(key(&normal_), self, mean, std, gen);
+  return run_on_fallback<at::Tensor&, at::Tensor&, double, double, Gen>(kernel_key(&normal_), self, mean, std, gen);
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, Gen gen) {
   if (floating(self) && from <= to && fill(self, KPDR_RANDOM_UNIFORM, from, to, gen)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, double, double, Gen>(key(&uniform_), self, from, to, gen);
+  return run_on_fallback<at::Tensor&, at::Tensor&, double, double, Gen>(kernel_key(&uniform_), self, from, to, gen);
 }
 
 at::Tensor& bernoulli_float_(at::Tensor& self, double p, Gen gen) {
   if (p >= 0.0 && p <= 1.0 && fill(self, KPDR_RANDOM_BERNOULLI, p, 0.0, gen)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, double, Gen>(key(&bernoulli_float_), self, p, gen);
+  return run_on_fallback<at::Tensor&, at::Tensor&, double, Gen>(kernel_key(&bernoulli_float_), self, p, gen);
 }
 
 at::Tensor& exponential_(at::Tensor& self, double lambd, Gen gen) {
   if (floating(self) && lambd > 0.0 && fill(self, KPDR_RANDOM_EXPONENTIAL, lambd, 0.0, gen)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, double, Gen>(key(&exponential_), self, lambd, gen);
+  return run_on_fallback<at::Tensor&, at::Tensor&, double, Gen>(kernel_key(&exponential_), self, lambd, gen);
 }
 
 // Whether every integer of [from, to) is a value of self's dtype (ATen's
@@ -121,13 +116,13 @@ at::Tensor& random_from_(at::Tensor& self, int64_t from, std::optional<int64_t> 
   if (to.has_value() && range_fits(self, from, *to) && fill(self, KPDR_RANDOM_INTEGER, 0.0, 0.0, gen, from, *to)) {
     return self;
   }
-  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, std::optional<int64_t>, Gen>(key(&random_from_), self,
-                                                                                         from, to, gen);
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, std::optional<int64_t>, Gen>(
+      kernel_key(&random_from_), self, from, to, gen);
 }
 
 at::Tensor& random_to_(at::Tensor& self, int64_t to, Gen gen) {
   if (range_fits(self, 0, to) && fill(self, KPDR_RANDOM_INTEGER, 0.0, 0.0, gen, 0, to)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, Gen>(key(&random_to_), self, to, gen);
+  return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, Gen>(kernel_key(&random_to_), self, to, gen);
 }
 
 // ATen's native_dropout_cpu: a Bernoulli(1 - p) mask, output = input * mask * scale.
@@ -184,8 +179,8 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n, bool replacement, Gen 
                       (self.dim() == 1 || self.dim() == 2) && self.numel() > 0;
   if (device && (!replacement || n == 1)) return at::native::multinomial(self, n, replacement, gen);
   if (device && n > 0 && self.numel() <= kMultinomialGrid / n) return multinomial_with_replacement(self, n, gen);
-  return run_on_fallback<at::Tensor, const at::Tensor&, int64_t, bool, Gen>(key(&multinomial), self, n, replacement,
-                                                                           gen);
+  return run_on_fallback<at::Tensor, const at::Tensor&, int64_t, bool, Gen>(
+      kernel_key(&multinomial), self, n, replacement, gen);
 }
 
 }  // namespace

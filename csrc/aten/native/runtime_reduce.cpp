@@ -34,6 +34,11 @@ bool reduce_eligible(T self) {
          self.dim() <= KPDR_MAX_DIMS;
 }
 
+bool reduce_integer_eligible(T self) {
+  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 && self.layout() == at::kStrided &&
+         entry_integer(self.scalar_type()) && self.dim() <= KPDR_MAX_DIMS;
+}
+
 // op over the dimensions of `mask` into a new tensor of `out_type` (kLong for
 // the arg-reductions and integer sums); undefined when the entry cannot take the call.
 at::Tensor reduce_into_new(T self, uint32_t mask, bool keepdim, at::ScalarType out_type, int32_t op, double correction) {
@@ -110,22 +115,16 @@ struct SumMean {
       }
     }
     return run_on_fallback<at::Tensor, T, at::OptionalIntArrayRef, bool, std::optional<at::ScalarType>>(
-        reinterpret_cast<const void*>(&functional), self, dim, keepdim, dtype);
+        kernel_key(&functional), self, dim, keepdim, dtype);
   }
 };
-
-// Bool and integer tensors, whose extremes the entry compares exactly in
-// int64 (narrowed back to the input's dtype here).
-bool integer_eligible(T self) {
-  const at::ScalarType t = self.scalar_type();
-  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 && self.layout() == at::kStrided &&
-         (t == at::kBool || t == at::kInt || t == at::kLong) && self.dim() <= KPDR_MAX_DIMS;
-}
 
 template <int32_t op>
 struct Extreme {  // amax / amin (and max() / min()): no identity, so empty reductions raise (fallback)
   static at::Tensor native(T self, at::IntArrayRef dim, bool keepdim) {
-    const bool integer = integer_eligible(self);
+    // Bool and integer tensors: the entry compares their extremes exactly in
+    // int64 (narrowed back to the input's dtype here).
+    const bool integer = reduce_integer_eligible(self);
     if (!integer && !reduce_eligible(self)) return at::Tensor();
     auto mask = reduce_mask(self, dim);
     if (!mask) return at::Tensor();
@@ -139,7 +138,7 @@ struct Extreme {  // amax / amin (and max() / min()): no identity, so empty redu
   static at::Tensor functional(T self, at::IntArrayRef dim, bool keepdim) {
     at::Tensor r = native(self, dim, keepdim);
     if (r.defined()) return r;
-    return run_on_fallback<at::Tensor, T, at::IntArrayRef, bool>(reinterpret_cast<const void*>(&functional), self,
+    return run_on_fallback<at::Tensor, T, at::IntArrayRef, bool>(kernel_key(&functional), self,
                                                                  dim, keepdim);
   }
   // max() / min(): every dimension; an empty tensor raises ATen's error (fallback).
@@ -148,7 +147,7 @@ struct Extreme {  // amax / amin (and max() / min()): no identity, so empty redu
       at::Tensor r = native(self, {}, false);
       if (r.defined()) return r;
     }
-    return run_on_fallback<at::Tensor, T>(reinterpret_cast<const void*>(&all), self);
+    return run_on_fallback<at::Tensor, T>(kernel_key(&all), self);
   }
 };
 
@@ -162,7 +161,7 @@ std::tuple<at::Tensor, at::Tensor> aminmax(T self, std::optional<int64_t> dim, b
     if (high.defined()) return {low, high};
   }
   return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, std::optional<int64_t>, bool>(
-      reinterpret_cast<const void*>(&aminmax), self, dim, keepdim);
+      kernel_key(&aminmax), self, dim, keepdim);
 }
 
 }  // namespace

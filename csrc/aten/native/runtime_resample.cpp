@@ -94,7 +94,7 @@ at::Tensor avg_pool_forward(T self, Ints kernel, Ints stride, Ints padding, bool
     return batched ? out : out.squeeze(0);
   }
   return run_on_fallback<at::Tensor, T, Ints, Ints, Ints, bool, bool, std::optional<int64_t>>(
-      reinterpret_cast<const void*>(&avg_pool_forward), self, kernel, stride, padding, ceil_mode, count_include_pad,
+      kernel_key(&avg_pool_forward), self, kernel, stride, padding, ceil_mode, count_include_pad,
       divisor_override);
 }
 
@@ -119,7 +119,7 @@ at::Tensor avg_pool_backward(T grad_output, T self, Ints kernel, Ints stride, In
     return batched ? grad : grad.squeeze(0);
   }
   return run_on_fallback<at::Tensor, T, T, Ints, Ints, Ints, bool, bool, std::optional<int64_t>>(
-      reinterpret_cast<const void*>(&avg_pool_backward), grad_output, self, kernel, stride, padding, ceil_mode,
+      kernel_key(&avg_pool_backward), grad_output, self, kernel, stride, padding, ceil_mode,
       count_include_pad, divisor_override);
 }
 
@@ -141,7 +141,7 @@ at::Tensor adaptive_avg_pool_forward(T self, c10::SymIntArrayRef output_size) {
   if (size && device_float(self)) {
     if (const auto k = even_windows(self, *size)) return avg_pool_forward(self, *k, *k, {0, 0}, false, true, std::nullopt);
   }
-  return run_on_fallback<at::Tensor, T, c10::SymIntArrayRef>(reinterpret_cast<const void*>(&adaptive_avg_pool_forward),
+  return run_on_fallback<at::Tensor, T, c10::SymIntArrayRef>(kernel_key(&adaptive_avg_pool_forward),
                                                              self, output_size);
 }
 
@@ -151,7 +151,7 @@ at::Tensor adaptive_avg_pool_backward(T grad_output, T self) {
       return avg_pool_backward(grad_output, self, *k, *k, {0, 0}, false, true, std::nullopt);
     }
   }
-  return run_on_fallback<at::Tensor, T, T>(reinterpret_cast<const void*>(&adaptive_avg_pool_backward), grad_output,
+  return run_on_fallback<at::Tensor, T, T>(kernel_key(&adaptive_avg_pool_backward), grad_output,
                                            self);
 }
 
@@ -196,7 +196,7 @@ at::Tensor nearest_upsample(T self, SymInts output_size, std::optional<double> s
     return out;
   }
   return run_on_fallback<at::Tensor, T, SymInts, std::optional<double>, std::optional<double>>(
-      reinterpret_cast<const void*>(&nearest_upsample), self, output_size, scales_h, scales_w);
+      kernel_key(&nearest_upsample), self, output_size, scales_h, scales_w);
 }
 
 at::Tensor nearest_upsample_backward(T grad_output, SymInts output_size, SymInts input_size,
@@ -214,7 +214,7 @@ at::Tensor nearest_upsample_backward(T grad_output, SymInts output_size, SymInts
     return grad.to(grad_output.scalar_type());
   }
   return run_on_fallback<at::Tensor, T, SymInts, SymInts, std::optional<double>, std::optional<double>>(
-      reinterpret_cast<const void*>(&nearest_upsample_backward), grad_output, output_size, input_size, scales_h,
+      kernel_key(&nearest_upsample_backward), grad_output, output_size, input_size, scales_h,
       scales_w);
 }
 

@@ -35,20 +35,6 @@ namespace {
 
 using T = const at::Tensor&;
 
-template <typename Fn>
-const void* key(Fn fn) {
-  return reinterpret_cast<const void*>(fn);
-}
-
-bool device_tensor(T t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.layout() == at::kStrided &&
-         !t.is_neg() && !t.is_conj() && entry_dtype(t.scalar_type()).has_value() && t.dim() <= KPDR_MAX_DIMS;
-}
-
-bool integer_type(at::ScalarType t) {
-  return t == at::kBool || t == at::kLong || t == at::kInt;
-}
-
 // op along `dim` of `in` into `out` (same sizes, any strides; out may be in);
 // false when the entry is absent or answers NOT_SUPPORTED.
 bool launch_scan(T in, T out, int64_t dim, int32_t op, bool exclusive) {
@@ -91,14 +77,14 @@ std::optional<int64_t> wrap_dim(T self, int64_t dim) {
 at::Tensor scan_input(T self, at::ScalarType out_type) {
   const bool float_out = entry_float(out_type);
   if (float_out ? (entry_float(self.scalar_type()) || self.scalar_type() == at::kBool)
-                : integer_type(self.scalar_type())) {
+                : entry_integer(self.scalar_type())) {
     return self;
   }
   return self.to(out_type);
 }
 
 bool scan_eligible(T self, at::ScalarType out_type, int32_t op) {
-  if (!device_tensor(self) || !entry_dtype(out_type) || out_type == at::kBool) return false;
+  if (!device_tensor(self, KPDR_MAX_DIMS) || !entry_dtype(out_type) || out_type == at::kBool) return false;
   return op != KPDR_SCAN_LOGADDEXP || entry_float(out_type);
 }
 
@@ -118,7 +104,8 @@ struct Cumulative {  // cumsum, cumprod: integral inputs accumulate into int64 u
         if (launch_scan(in, out, *d, op, false)) return out;
       }
     }
-    return run_on_fallback<at::Tensor, T, int64_t, std::optional<at::ScalarType>>(key(&functional), self, dim, dtype);
+    return run_on_fallback<at::Tensor, T, int64_t, std::optional<at::ScalarType>>(
+        kernel_key(&functional), self, dim, dtype);
   }
 
   static at::Tensor& inplace(at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
@@ -128,8 +115,8 @@ struct Cumulative {  // cumsum, cumprod: integral inputs accumulate into int64 u
         if (launch_scan(self, self, *d, op, false)) return self;
       }
     }
-    return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, std::optional<at::ScalarType>>(key(&inplace), self, dim,
-                                                                                            dtype);
+    return run_on_fallback<at::Tensor&, at::Tensor&, int64_t, std::optional<at::ScalarType>>(
+        kernel_key(&inplace), self, dim, dtype);
   }
 };
 
@@ -140,7 +127,7 @@ at::Tensor logcumsumexp(T self, int64_t dim) {
       if (launch_scan(self, out, *d, KPDR_SCAN_LOGADDEXP, false)) return out;
     }
   }
-  return run_on_fallback<at::Tensor, T, int64_t>(key(&logcumsumexp), self, dim);
+  return run_on_fallback<at::Tensor, T, int64_t>(kernel_key(&logcumsumexp), self, dim);
 }
 
 // ---- flip ---------------------------------------------------------------------
@@ -149,7 +136,7 @@ at::Tensor logcumsumexp(T self, int64_t dim) {
 // copy whose input pointer starts at that end with the dimension's stride negated.
 std::optional<at::Tensor> flip_native(T self, at::IntArrayRef dims) {
   const kpdrKernelTable& kernels = runtime_kernels();
-  if (kernels.pointwise == nullptr || !device_tensor(self)) return std::nullopt;
+  if (kernels.pointwise == nullptr || !device_tensor(self, KPDR_MAX_DIMS)) return std::nullopt;
   uint32_t flipped = 0;
   for (int64_t dim : dims) {
     const auto d = wrap_dim(self, dim);
@@ -181,7 +168,7 @@ std::optional<at::Tensor> flip_native(T self, at::IntArrayRef dims) {
 
 at::Tensor flip(T self, at::IntArrayRef dims) {
   if (auto r = flip_native(self, dims)) return *r;
-  return run_on_fallback<at::Tensor, T, at::IntArrayRef>(key(&flip), self, dims);
+  return run_on_fallback<at::Tensor, T, at::IntArrayRef>(kernel_key(&flip), self, dims);
 }
 
 // ---- compaction -------------------------------------------------------------
@@ -251,7 +238,7 @@ bool compaction_ready() {
 }  // namespace
 
 std::optional<at::Tensor> runtime_nonzero(const at::Tensor& self) {
-  if (!compaction_ready() || !device_tensor(self)) return std::nullopt;
+  if (!compaction_ready() || !device_tensor(self, KPDR_MAX_DIMS)) return std::nullopt;
   c10::DeviceGuard guard(self.device());
   const int64_t nd = self.dim();
   at::Tensor mask;
@@ -295,12 +282,12 @@ namespace {
 
 at::Tensor nonzero(T self) {
   if (auto r = runtime_nonzero(self)) return *r;
-  return run_on_fallback<at::Tensor, T>(key(&nonzero), self);
+  return run_on_fallback<at::Tensor, T>(kernel_key(&nonzero), self);
 }
 
 std::optional<at::Tensor> masked_select_native(T self, T mask) {
-  if (!compaction_ready() || !device_tensor(self) || !device_tensor(mask) || mask.scalar_type() != at::kBool ||
-      self.device() != mask.device()) {
+  if (!compaction_ready() || !device_tensor(self, KPDR_MAX_DIMS) || !device_tensor(mask, KPDR_MAX_DIMS) ||
+      mask.scalar_type() != at::kBool || self.device() != mask.device()) {
     return std::nullopt;
   }
   std::vector<int64_t> shape;
@@ -331,7 +318,7 @@ std::optional<at::Tensor> masked_select_native(T self, T mask) {
 
 at::Tensor masked_select(T self, T mask) {
   if (auto r = masked_select_native(self, mask)) return *r;
-  return run_on_fallback<at::Tensor, T, T>(key(&masked_select), self, mask);
+  return run_on_fallback<at::Tensor, T, T>(kernel_key(&masked_select), self, mask);
 }
 
 // self[i] = source.flat[r(i)] where mask[i] (mask broadcast to self), r(i) the
@@ -340,10 +327,11 @@ at::Tensor masked_select(T self, T mask) {
 // where() keeps self elsewhere. A source shorter than the selection shows in
 // the gather's error buffer (one read back), and raises ATen's error.
 bool masked_scatter_native(at::Tensor& self, T mask, T source) {
-  if (!compaction_ready() || runtime_kernels().gather == nullptr || !device_tensor(self) || !device_tensor(mask) ||
-      !device_tensor(source) || mask.scalar_type() != at::kBool || source.scalar_type() != self.scalar_type() ||
-      self.device() != mask.device() || self.device() != source.device() || source.numel() == 0 ||
-      source.is_alias_of(self) || at::has_internal_overlap(self) != at::MemOverlap::No ||
+  if (!compaction_ready() || runtime_kernels().gather == nullptr || !device_tensor(self, KPDR_MAX_DIMS) ||
+      !device_tensor(mask, KPDR_MAX_DIMS) || !device_tensor(source, KPDR_MAX_DIMS) || mask.scalar_type() != at::kBool ||
+      source.scalar_type() != self.scalar_type() || self.device() != mask.device() ||
+      self.device() != source.device() || source.numel() == 0 || source.is_alias_of(self) ||
+      at::has_internal_overlap(self) != at::MemOverlap::No ||
       !at::is_expandable_to(mask.sizes(), self.sizes())) {
     return false;
   }
@@ -387,7 +375,7 @@ bool masked_scatter_native(at::Tensor& self, T mask, T source) {
 
 at::Tensor& masked_scatter_(at::Tensor& self, T mask, T source) {
   if (masked_scatter_native(self, mask, source)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&, T, T>(key(&masked_scatter_), self, mask, source);
+  return run_on_fallback<at::Tensor&, at::Tensor&, T, T>(kernel_key(&masked_scatter_), self, mask, source);
 }
 
 }  // namespace

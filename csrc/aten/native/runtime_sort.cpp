@@ -28,15 +28,8 @@ using T = const at::Tensor&;
 using Pair = std::tuple<at::Tensor, at::Tensor>;
 using OutPair = std::tuple<at::Tensor&, at::Tensor&>;
 
-template <typename Fn>
-const void* key(Fn fn) {
-  return reinterpret_cast<const void*>(fn);
-}
-
 bool sortable(T self) {
-  return self.defined() && self.device().type() == c10::DeviceType::PrivateUse1 && self.layout() == at::kStrided &&
-         !self.is_neg() && !self.is_conj() && entry_dtype(self.scalar_type()).has_value() &&
-         self.dim() <= KPDR_MAX_DIMS && runtime_kernels().sort != nullptr;
+  return device_tensor(self, KPDR_MAX_DIMS) && runtime_kernels().sort != nullptr;
 }
 
 // The sorted dimension, wrapped (a 0-dim tensor sorts as one element: dim 0 or -1).
@@ -137,8 +130,8 @@ void into(const Pair& result, at::Tensor& values, at::Tensor& indices) {
 
 Pair sort_stable(T self, std::optional<bool> stable, int64_t dim, bool descending) {
   if (auto r = sorted(self, dim, descending)) return *r;
-  return run_on_fallback<Pair, T, std::optional<bool>, int64_t, bool>(key(&sort_stable), self, stable, dim,
-                                                                      descending);
+  return run_on_fallback<Pair, T, std::optional<bool>, int64_t, bool>(
+      kernel_key(&sort_stable), self, stable, dim, descending);
 }
 
 OutPair sort_values_stable(T self, std::optional<bool> stable, int64_t dim, bool descending, at::Tensor& values,
@@ -150,7 +143,7 @@ OutPair sort_values_stable(T self, std::optional<bool> stable, int64_t dim, bool
     }
   }
   return run_on_fallback<OutPair, T, std::optional<bool>, int64_t, bool, at::Tensor&, at::Tensor&>(
-      key(&sort_values_stable), self, stable, dim, descending, values, indices);
+      kernel_key(&sort_values_stable), self, stable, dim, descending, values, indices);
 }
 
 // sorted == false allows any order: the entry's sorted one is one of them.
@@ -165,7 +158,7 @@ std::optional<Pair> topk_native(T self, int64_t k, int64_t dim, bool largest) {
 
 Pair topk(T self, int64_t k, int64_t dim, bool largest, bool sorted_) {
   if (auto r = topk_native(self, k, dim, largest)) return *r;
-  return run_on_fallback<Pair, T, int64_t, int64_t, bool, bool>(key(&topk), self, k, dim, largest, sorted_);
+  return run_on_fallback<Pair, T, int64_t, int64_t, bool, bool>(kernel_key(&topk), self, k, dim, largest, sorted_);
 }
 
 OutPair topk_values(T self, int64_t k, int64_t dim, bool largest, bool sorted_, at::Tensor& values,
@@ -177,7 +170,7 @@ OutPair topk_values(T self, int64_t k, int64_t dim, bool largest, bool sorted_, 
     }
   }
   return run_on_fallback<OutPair, T, int64_t, int64_t, bool, bool, at::Tensor&, at::Tensor&>(
-      key(&topk_values), self, k, dim, largest, sorted_, values, indices);
+      kernel_key(&topk_values), self, k, dim, largest, sorted_, values, indices);
 }
 
 // The element at position `pos` (0-based) of each ascending slice, keepdim or not.
@@ -203,7 +196,7 @@ OutPair kthvalue_values(T self, int64_t k, int64_t dim, bool keepdim, at::Tensor
     }
   }
   return run_on_fallback<OutPair, T, int64_t, int64_t, bool, at::Tensor&, at::Tensor&>(
-      key(&kthvalue_values), self, k, dim, keepdim, values, indices);
+      kernel_key(&kthvalue_values), self, k, dim, keepdim, values, indices);
 }
 
 // median / nanmedian of each slice (ATen's rules): the lower median,
@@ -246,14 +239,14 @@ struct Median {
         return {values, indices};
       }
     }
-    return run_on_fallback<OutPair, T, int64_t, bool, at::Tensor&, at::Tensor&>(key(&dim_values), self, dim,
-                                                                                keepdim, values, indices);
+    return run_on_fallback<OutPair, T, int64_t, bool, at::Tensor&, at::Tensor&>(
+        kernel_key(&dim_values), self, dim, keepdim, values, indices);
   }
   static at::Tensor all(T self) {
     if (sortable(self) && self.numel() > 0 && self.numel() < (int64_t{1} << 24)) {
       if (auto r = median_native(self.reshape({-1}), 0, false, ignore_nan)) return std::get<0>(*r);
     }
-    return run_on_fallback<at::Tensor, T>(key(&all), self);
+    return run_on_fallback<at::Tensor, T>(kernel_key(&all), self);
   }
 };
 

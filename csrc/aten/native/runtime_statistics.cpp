@@ -39,7 +39,7 @@ struct Arg {
         if (r.defined()) return r;
       }
     }
-    return run_on_fallback<at::Tensor, T, std::optional<int64_t>, bool>(reinterpret_cast<const void*>(&functional),
+    return run_on_fallback<at::Tensor, T, std::optional<int64_t>, bool>(kernel_key(&functional),
                                                                         self, dim, keepdim);
   }
 };
@@ -58,7 +58,7 @@ struct ExtremeWithIndex {
       }
     }
     return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, int64_t, bool>(
-        reinterpret_cast<const void*>(&functional), self, dim, keepdim);
+        kernel_key(&functional), self, dim, keepdim);
   }
 };
 
@@ -80,13 +80,13 @@ struct AnyAll {
   }
   static at::Tensor full(T self) {
     if (auto r = native(self, {}, false)) return *r;
-    return run_on_fallback<at::Tensor, T>(reinterpret_cast<const void*>(&full), self);
+    return run_on_fallback<at::Tensor, T>(kernel_key(&full), self);
   }
   static at::Tensor dim(T self, int64_t d, bool keepdim) {
     if (self.dim() > 0) {
       if (auto r = native(self, {d}, keepdim)) return *r;
     }
-    return run_on_fallback<at::Tensor, T, int64_t, bool>(reinterpret_cast<const void*>(&dim), self, d, keepdim);
+    return run_on_fallback<at::Tensor, T, int64_t, bool>(kernel_key(&dim), self, d, keepdim);
   }
 };
 
@@ -117,7 +117,7 @@ at::Tensor vector_norm(T self, const at::Scalar& ord, OptDims dim, bool keepdim,
     }
   }
   return run_on_fallback<at::Tensor, T, const at::Scalar&, OptDims, bool, std::optional<at::ScalarType>>(
-      reinterpret_cast<const void*>(&vector_norm), self, ord, dim, keepdim, dtype);
+      kernel_key(&vector_norm), self, ord, dim, keepdim, dtype);
 }
 
 // The correction as a double, or nullopt (complex or otherwise unusable: fallback).
@@ -138,7 +138,7 @@ struct Moment {
         if (r.defined()) return r;
       }
     }
-    return run_on_fallback<at::Tensor, T, OptDims, OptScalar, bool>(reinterpret_cast<const void*>(&functional), self,
+    return run_on_fallback<at::Tensor, T, OptDims, OptScalar, bool>(kernel_key(&functional), self,
                                                                     dim, correction, keepdim);
   }
   static std::tuple<at::Tensor, at::Tensor> with_mean(T self, OptDims dim, OptScalar correction, bool keepdim) {
@@ -152,7 +152,7 @@ struct Moment {
       }
     }
     return run_on_fallback<std::tuple<at::Tensor, at::Tensor>, T, OptDims, OptScalar, bool>(
-        reinterpret_cast<const void*>(&with_mean), self, dim, correction, keepdim);
+        kernel_key(&with_mean), self, dim, correction, keepdim);
   }
 };
 
@@ -178,7 +178,7 @@ at::Tensor& sum_out(T self, OptDims dim, bool keepdim, std::optional<at::ScalarT
     }
   }
   return run_on_fallback<at::Tensor&, T, OptDims, bool, std::optional<at::ScalarType>, at::Tensor&>(
-      reinterpret_cast<const void*>(&sum_out), self, dim, keepdim, dtype, out);
+      kernel_key(&sum_out), self, dim, keepdim, dtype, out);
 }
 
 at::Tensor& mean_out(T self, OptDims dim, bool keepdim, std::optional<at::ScalarType> dtype, at::Tensor& out) {
@@ -188,7 +188,7 @@ at::Tensor& mean_out(T self, OptDims dim, bool keepdim, std::optional<at::Scalar
     }
   }
   return run_on_fallback<at::Tensor&, T, OptDims, bool, std::optional<at::ScalarType>, at::Tensor&>(
-      reinterpret_cast<const void*>(&mean_out), self, dim, keepdim, dtype, out);
+      kernel_key(&mean_out), self, dim, keepdim, dtype, out);
 }
 
 // argmax.out / argmin.out (ATen's multinomial writes its draw this way).
@@ -204,7 +204,7 @@ struct ArgOut {
       if (mask && !empty && into(reduce_into_new(self, *mask, keepdim, at::kLong, op), out)) return out;
     }
     return run_on_fallback<at::Tensor&, T, std::optional<int64_t>, bool, at::Tensor&>(
-        reinterpret_cast<const void*>(&out_form), self, dim, keepdim, out);
+        kernel_key(&out_form), self, dim, keepdim, out);
   }
 };
 
@@ -218,7 +218,7 @@ struct ExtremeOut {
       if (mask && !empty && into(reduce_into_new(self, *mask, keepdim, self.scalar_type(), op), out)) return out;
     }
     return run_on_fallback<at::Tensor&, T, at::IntArrayRef, bool, at::Tensor&>(
-        reinterpret_cast<const void*>(&out_form), self, dim, keepdim, out);
+        kernel_key(&out_form), self, dim, keepdim, out);
   }
 };
 
@@ -226,12 +226,7 @@ struct ExtremeOut {
 
 at::Tensor runtime_integer_sum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                                std::optional<at::ScalarType> dtype) {
-  const at::ScalarType t = self.scalar_type();
-  if (!self.defined() || self.device().type() != c10::DeviceType::PrivateUse1 || self.layout() != at::kStrided ||
-      (t != at::kBool && t != at::kInt && t != at::kLong) || dtype.value_or(at::kLong) != at::kLong ||
-      self.dim() > KPDR_MAX_DIMS) {
-    return at::Tensor();
-  }
+  if (!reduce_integer_eligible(self) || dtype.value_or(at::kLong) != at::kLong) return at::Tensor();
   auto mask = reduce_mask(self, dim.value_or(at::IntArrayRef{}));
   return mask ? reduce_into_new(self, *mask, keepdim, at::kLong, KPDR_REDUCE_SUM) : at::Tensor();
 }

@@ -25,16 +25,6 @@ namespace {
 
 using T = const at::Tensor&;
 
-template <typename Fn>
-const void* key(Fn fn) {
-  return reinterpret_cast<const void*>(fn);
-}
-
-bool device_tensor(T t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.layout() == at::kStrided &&
-         !t.is_neg() && !t.is_conj() && entry_dtype(t.scalar_type()).has_value();
-}
-
 // A Python-number operand of the iterator (a 0-dim CPU tensor of `type`).
 at::Tensor number(const at::Scalar& value, at::ScalarType type) {
   at::Tensor t = at::scalar_tensor(value, at::TensorOptions().dtype(type));
@@ -50,7 +40,7 @@ at::Tensor& logical_not_out(T self, at::Tensor& out) {
         at::TensorIteratorConfig().check_all_same_dtype(false).add_output(out).add_const_input(self).build();
     if (runtime_pointwise(iter, KPDR_POINTWISE_LOGICAL_NOT, 1.0)) return out;
   }
-  return run_on_fallback<at::Tensor&, T, at::Tensor&>(key(&logical_not_out), self, out);
+  return run_on_fallback<at::Tensor&, T, at::Tensor&>(kernel_key(&logical_not_out), self, out);
 }
 
 // bool: logical not; integers: ~x (float tensors: ATen's error, from the fallback).
@@ -68,19 +58,19 @@ bool bitwise_not_into(const at::TensorBase& out, T self, at::Tensor* result) {
 at::Tensor bitwise_not(T self) {
   at::Tensor r;
   if (bitwise_not_into(at::TensorBase(), self, &r)) return r;
-  return run_on_fallback<at::Tensor, T>(key(&bitwise_not), self);
+  return run_on_fallback<at::Tensor, T>(kernel_key(&bitwise_not), self);
 }
 
 at::Tensor& bitwise_not_(at::Tensor& self) {
   at::Tensor r;
   if (bitwise_not_into(self, self, &r)) return self;
-  return run_on_fallback<at::Tensor&, at::Tensor&>(key(&bitwise_not_), self);
+  return run_on_fallback<at::Tensor&, at::Tensor&>(kernel_key(&bitwise_not_), self);
 }
 
 at::Tensor& bitwise_not_out(T self, at::Tensor& out) {
   at::Tensor r;
   if (device_tensor(out) && bitwise_not_into(out, self, &r)) return out;
-  return run_on_fallback<at::Tensor&, T, at::Tensor&>(key(&bitwise_not_out), self, out);
+  return run_on_fallback<at::Tensor&, T, at::Tensor&>(kernel_key(&bitwise_not_out), self, out);
 }
 
 // ---- same-shape ops: out = op(self, x1, x2), dimension by dimension --------
@@ -131,7 +121,7 @@ at::Tensor& nan_to_num_out(T self, std::optional<double> nan, std::optional<doub
     }
   }
   return run_on_fallback<at::Tensor&, T, std::optional<double>, std::optional<double>, std::optional<double>,
-                         at::Tensor&>(key(&nan_to_num_out), self, nan, posinf, neginf, out);
+                         at::Tensor&>(kernel_key(&nan_to_num_out), self, nan, posinf, neginf, out);
 }
 
 // ---- tril / triu --------------------------------------------------------------
@@ -147,18 +137,18 @@ struct Triangle {
       at::Tensor out = at::empty(self.sizes(), self.options());
       if (triangle(op, self, diagonal, out)) return out;
     }
-    return run_on_fallback<at::Tensor, T, int64_t>(key(&functional), self, diagonal);
+    return run_on_fallback<at::Tensor, T, int64_t>(kernel_key(&functional), self, diagonal);
   }
   static at::Tensor& inplace(at::Tensor& self, int64_t diagonal) {
     if (triangle(op, self, diagonal, self)) return self;
-    return run_on_fallback<at::Tensor&, at::Tensor&, int64_t>(key(&inplace), self, diagonal);
+    return run_on_fallback<at::Tensor&, at::Tensor&, int64_t>(kernel_key(&inplace), self, diagonal);
   }
   static at::Tensor& out(T self, int64_t diagonal, at::Tensor& result) {
     if (device_tensor(self) && device_tensor(result) && self.dim() >= 2 && !result.is_alias_of(self)) {
       at::native::resize_output(result, self.sizes());
       if (triangle(op, self, diagonal, result)) return result;
     }
-    return run_on_fallback<at::Tensor&, T, int64_t, at::Tensor&>(key(&out), self, diagonal, result);
+    return run_on_fallback<at::Tensor&, T, int64_t, at::Tensor&>(kernel_key(&out), self, diagonal, result);
   }
 };
 
@@ -192,7 +182,7 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
     }
   }
   return run_on_fallback<at::Tensor&, const at::Scalar&, const at::Scalar&, const at::Scalar&, at::Tensor&>(
-      key(&arange_out), start, end, step, out);
+      kernel_key(&arange_out), start, end, step, out);
 }
 
 // ---- linspace -----------------------------------------------------------------
@@ -226,7 +216,7 @@ at::Tensor& linspace_out(const at::Scalar& start, const at::Scalar& end, int64_t
     if (out.dim() == 1 && runtime_pointwise(iter, KPDR_POINTWISE_LINSPACE, step)) return out;
   }
   return run_on_fallback<at::Tensor&, const at::Scalar&, const at::Scalar&, int64_t, at::Tensor&>(
-      key(&linspace_out), start, end, steps, out);
+      kernel_key(&linspace_out), start, end, steps, out);
 }
 
 // ---- isin ---------------------------------------------------------------------
@@ -260,8 +250,8 @@ std::optional<at::Tensor> isin_native(T elements, T test_elements, bool invert) 
 
 at::Tensor isin_tensor_tensor(T elements, T test_elements, bool assume_unique, bool invert) {
   if (auto r = isin_native(elements, test_elements, invert)) return *r;
-  return run_on_fallback<at::Tensor, T, T, bool, bool>(key(&isin_tensor_tensor), elements, test_elements,
-                                                       assume_unique, invert);
+  return run_on_fallback<at::Tensor, T, T, bool, bool>(
+      kernel_key(&isin_tensor_tensor), elements, test_elements, assume_unique, invert);
 }
 
 at::Tensor isin_tensor_scalar(T elements, const at::Scalar& test_element, bool assume_unique, bool invert) {
@@ -269,8 +259,8 @@ at::Tensor isin_tensor_scalar(T elements, const at::Scalar& test_element, bool a
     const at::Tensor hits = at::eq(elements, test_element);
     return invert ? at::logical_not(hits) : hits;
   }
-  return run_on_fallback<at::Tensor, T, const at::Scalar&, bool, bool>(key(&isin_tensor_scalar), elements,
-                                                                       test_element, assume_unique, invert);
+  return run_on_fallback<at::Tensor, T, const at::Scalar&, bool, bool>(
+      kernel_key(&isin_tensor_scalar), elements, test_element, assume_unique, invert);
 }
 
 // ---- _assert_async --------------------------------------------------------------

@@ -281,7 +281,7 @@ struct Op {
     if (result.has_value()) {
       return *std::move(result);
     }
-    return run_on_fallback<at::Tensor, Args...>(reinterpret_cast<const void*>(&functional), args...);
+    return run_on_fallback<at::Tensor, Args...>(kernel_key(&functional), args...);
   }
 
   static at::Tensor& out(Args... args, at::Tensor& result) {
@@ -296,7 +296,7 @@ struct Op {
     if (done) {
       return result;
     }
-    return run_on_fallback<at::Tensor&, Args..., at::Tensor&>(reinterpret_cast<const void*>(&out), args..., result);
+    return run_on_fallback<at::Tensor&, Args..., at::Tensor&>(kernel_key(&out), args..., result);
   }
 
  private:
@@ -342,7 +342,7 @@ struct InplaceOp {
     if (done) {
       return self;
     }
-    return run_on_fallback<at::Tensor&, at::Tensor&, Rest...>(reinterpret_cast<const void*>(&inplace), self, rest...);
+    return run_on_fallback<at::Tensor&, at::Tensor&, Rest...>(kernel_key(&inplace), self, rest...);
   }
 
  private:

@@ -148,8 +148,7 @@ kpdrError_t run_conv_kernel(Runtime* runtime, Stream& stream, Args& args, kpdrDt
       }, &kernel)) {
     return error;
   }
-  const size_t wg = kernel->work_group;
-  return args.run(kernel, stream, grid(total, wg, runtime->device(stream.device()).compute_units), wg);
+  return args.run_grid(kernel, stream, total);
 }
 
 // The stream, and a dtype the program is built for.

@@ -1,6 +1,7 @@
-// Launching generated OpenCL C (pointwise.cpp, losses.cpp): the kernel
-// arguments of one call, the per-(device, source) kernel objects, and the
-// shared prelude of loads and stores per kpdrDtype (ldD/stD).
+// Launching generated OpenCL C (pointwise.cpp, losses.cpp, and the other
+// entries): the kernel arguments of one call, the per-(device, source) kernel
+// objects, a call's scratch buffer, the shared prelude of loads and stores per
+// kpdrDtype (ldD/stD) and the work-group pieces of the sources.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +24,30 @@ namespace kpdr_opencl {
 
 // OpenCL C helpers every generated program starts with (pointwise.cpp).
 extern const char* const kPrelude;
+// Programs whose kernels run in work-groups of exactly KP_WG work-items (the
+// kernel cache's build option) start with kGroupHead (WG names that size) and
+// declare those kernels with kGroupAttr.
+inline constexpr const char* kGroupHead = "#define WG KP_WG\n";
+inline constexpr const char* kGroupAttr = "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void ";
+
+// OpenCL C: the tree combining the work-group's values part[0..WG) (a __local
+// array; work-item t's value at part[t], already behind a barrier) into
+// part[0]; combine(a, b) gives the expression combining two. Ends behind a
+// barrier, so every work-item may then read part[0].
+template <typename Combine>
+std::string group_tree(const std::string& part, Combine&& combine) {
+  return "  for (int h = WG / 2; h > 0; h >>= 1) {\n"
+         "   if (t < h) " + part + "[t] = " + combine(part + "[t]", part + "[t + h]") + ";\n"
+         "   barrier(CLK_LOCAL_MEM_FENCE);\n  }\n";
+}
+
+// kpdrDtypes by kind.
+inline bool is_float_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLOAT16; }
+inline bool is_known_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_INT32; }
+inline bool is_integer_dtype(kpdrDtype d) {
+  return d == KPDR_DTYPE_BOOL || d == KPDR_DTYPE_INT32 || d == KPDR_DTYPE_INT64;
+}
+
 // Decomposes `index` (below the product of the sizes) row-major over `count`
 // dimensions of sizes `sz` (a long8 argument) into offsets += i_d * stride for
 // each (name, long8) pair.
@@ -74,6 +99,9 @@ class Args {
                                      nullptr, done);
     });
   }
+  // run() in work-groups of the kernel's size, enough of them for `n` elements
+  // (grid(): each work-item loops over the rest).
+  kpdrError_t run_grid(Kernel* kernel, Stream& stream, int64_t n);
 
  private:
   void add(const void* value, size_t size) { args_.add(value, size); }
@@ -152,6 +180,14 @@ inline kpdrError_t stream_of(const char* api, kpdrStream_t handle, Runtime** run
   return KPDR_SUCCESS;
 }
 
+// stream_of for an entry's call, then its args pointer checked.
+inline kpdrError_t entry_stream(const char* api, kpdrStream_t handle, const void* args, Runtime** runtime,
+                                std::shared_ptr<Stream>* stream) {
+  if (kpdrError_t error = stream_of(api, handle, runtime, stream)) return error;
+  if (args == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": args is NULL");
+  return KPDR_SUCCESS;
+}
+
 inline kpdrError_t check_shape(const char* api, int32_t ndim, const int64_t* sizes, int64_t* count) {
   if (ndim < 0 || ndim > KPDR_MAX_DIMS) {
     return fail(KPDR_ERROR_INVALID_VALUE, std::string(api) + ": ndim " + std::to_string(ndim) + " is outside 0.." +
@@ -170,5 +206,46 @@ inline size_t grid(int64_t n, size_t wg, int compute_units) {
   const size_t cap = static_cast<size_t>(std::max(1, compute_units)) * wg * 32;
   return std::min(round_up(static_cast<size_t>(n), wg), round_up(cap, wg));
 }
+
+inline kpdrError_t Args::run_grid(Kernel* kernel, Stream& stream, int64_t n) {
+  const size_t wg = kernel->work_group;
+  return run(kernel, stream, grid(n, wg, runtime_->device(device_).compute_units), wg);
+}
+
+// A call's scratch buffer: the stream's workspace when it is free and large
+// enough, else a new buffer. Handed back to the stream when this goes out of
+// scope, after the kernels that use it are enqueued: the queue runs in order.
+class Scratch {
+ public:
+  explicit Scratch(Stream& stream) : stream_(stream) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    if (mem_ != nullptr) stream_.return_workspace(mem_, bytes_);
+  }
+  // `purpose`, when given, follows the size in the out-of-memory error
+  // ("scan: a scratch buffer of 4 KiB for block totals failed (...)").
+  kpdrError_t acquire(Runtime* runtime, const char* api, size_t bytes, const std::string& purpose = "") {
+    cl_mem mem = stream_.borrow_workspace(bytes);
+    if (mem == nullptr) {
+      cl_int status = CL_SUCCESS;
+      mem = runtime->cl().CreateBuffer(runtime->context(), CL_MEM_READ_WRITE, bytes, nullptr, &status);
+      if (mem == nullptr || status != CL_SUCCESS) {
+        return fail(KPDR_ERROR_OUT_OF_MEMORY, std::string(api) + ": a scratch buffer of " + bytes_text(bytes) +
+                                                  (purpose.empty() ? "" : " " + purpose) + " failed (" +
+                                                  cl_error_name(status) + ")");
+      }
+    }
+    mem_ = mem;
+    bytes_ = bytes;
+    return KPDR_SUCCESS;
+  }
+  cl_mem mem() const { return mem_; }
+
+ private:
+  Stream& stream_;
+  cl_mem mem_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 }  // namespace kpdr_opencl

@@ -77,8 +77,6 @@ const char* bits_type(int size) {
   return size == 8 ? "ulong" : size == 4 ? "uint" : size == 2 ? "ushort" : "uchar";
 }
 
-bool float_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLOAT16; }
-
 // What one generated program depends on.
 struct Shape {
   bool scatter;
@@ -155,8 +153,7 @@ kpdrError_t run_index(const char* api, bool scatter, const kpdrIndexArgs* a, kpd
     const std::string name(api);
     Runtime* runtime = nullptr;
     std::shared_ptr<Stream> stream;
-    if (kpdrError_t error = stream_of(api, handle, &runtime, &stream)) return error;
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": args is NULL");
+    if (kpdrError_t error = entry_stream(api, handle, a, &runtime, &stream)) return error;
     int64_t n = 0;
     if (kpdrError_t error = check_shape(api, a->ndim, a->sizes, &n)) return error;
     if (a->num_indices < 1 || a->num_indices > KPDR_MAX_DIMS) {
@@ -181,7 +178,7 @@ kpdrError_t run_index(const char* api, bool scatter, const kpdrIndexArgs* a, kpd
     shape.skip = scatter && a->skip != 0;
     shape.error = a->error != nullptr;
     shape.wrap = a->wrap != 0;
-    if ((shape.accumulate || shape.scale) && !float_dtype(a->dtype)) {
+    if ((shape.accumulate || shape.scale) && !is_float_dtype(a->dtype)) {
       return fail(KPDR_ERROR_NOT_SUPPORTED, name + ": accumulating or scaling integers is not supported here");
     }
     if (n == 0) return KPDR_SUCCESS;
@@ -215,8 +212,7 @@ kpdrError_t run_index(const char* api, bool scatter, const kpdrIndexArgs* a, kpd
                                        &kernel)) {
       return error;
     }
-    const size_t wg = kernel->work_group;
-    return args.run(kernel, *stream, grid(n, wg, runtime->device(device).compute_units), wg);
+    return args.run_grid(kernel, *stream, n);
   });
 }
 

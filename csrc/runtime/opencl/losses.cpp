@@ -18,18 +18,16 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
-// `acc` combined over the work-group with `combine` (of part[t] and v); every
-// work-item then reads the result into `result`.
-std::string tree(const std::string& combine, const std::string& result) {
-  return "  part[t] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n"
-         "  for (int s = WG / 2; s > 0; s >>= 1) {\n"
-         "   if (t < s) { const float v = part[t + s]; acc = part[t]; part[t] = " + combine + "; }\n"
-         "   barrier(CLK_LOCAL_MEM_FENCE);\n  }\n"
-         "  const float " + result + " = part[0];\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
-}
+std::string plus(const std::string& a, const std::string& b) { return a + " + " + b; }
+std::string nanmax(const std::string& a, const std::string& b) { return "kp_nanmax(" + a + ", " + b + ")"; }
 
-const char* const kGroupHead = "#define WG KP_WG\n";
-const char* const kGroupAttr = "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void ";
+// `acc` combined over the work-group with `combine` (group_tree); every
+// work-item then reads the result into `result`.
+template <typename Combine>
+std::string tree(Combine&& combine, const std::string& result) {
+  return "  part[t] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n" + group_tree("part", combine) + "  const float " +
+         result + " = part[0];\n  barrier(CLK_LOCAL_MEM_FENCE);\n";
+}
 
 std::string ld(int dtype, const std::string& buffer, const std::string& index) {
   return "ld" + num(dtype) + "(PTR(" + buffer + "), " + index + ")";
@@ -37,8 +35,6 @@ std::string ld(int dtype, const std::string& buffer, const std::string& index) {
 std::string st(int dtype, const std::string& buffer, const std::string& index, const std::string& value) {
   return "st" + num(dtype) + "(PTR(" + buffer + "), " + index + ", " + value + ");";
 }
-
-bool float_type(int d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLOAT16; }
 
 // ---- softmax_dim -------------------------------------------------------------
 
@@ -55,9 +51,9 @@ std::string softmax_source(const kpdrSoftmaxDimArgs& a, int outer) {
   src += " {\n";
   if (!backward) {
     src += "  float acc = -INFINITY;\n  for (long j = t; j < n; j += WG) acc = kp_nanmax(acc, " + x + ");\n";
-    src += tree("kp_nanmax(acc, v)", "mx");
+    src += tree(nanmax, "mx");
     src += "  acc = 0.0f;\n  for (long j = t; j < n; j += WG) acc += exp(" + x + " - mx);\n";
-    src += tree("acc + v", "sum");
+    src += tree(plus, "sum");
     if (a.op == KPDR_LOG_SOFTMAX) {
       src += "  const float ls = log(sum);\n  for (long j = t; j < n; j += WG) " + put + x + " - mx - ls);\n";
     } else {
@@ -68,7 +64,7 @@ std::string softmax_source(const kpdrSoftmaxDimArgs& a, int outer) {
     const std::string gr = ld(a.grad.dtype, "gr", "bg + j * dsg");
     const bool soft = a.op == KPDR_SOFTMAX_BACKWARD;
     src += "  float acc = 0.0f;\n  for (long j = t; j < n; j += WG) acc += " + (soft ? gr + " * " + x : gr) + ";\n";
-    src += tree("acc + v", "sum");
+    src += tree(plus, "sum");
     src += "  for (long j = t; j < n; j += WG) " + put +
            (soft ? x + " * (" + gr + " - sum)" : gr + " - exp(" + x + ") * sum") + ");\n";
   }
@@ -137,11 +133,11 @@ std::string layer_norm_source(const kpdrLayerNormArgs& a) {
   src += " __local float part[WG];\n const long r = get_group_id(0);\n const int t = get_local_id(0);\n";
   src += " const long xr = r * xs;\n {\n";
   src += "  float acc = 0.0f;\n  for (long i = t; i < N; i += WG) acc += ld" + D + "(PTR(x), xr + i);\n";
-  src += tree("acc + v", "sum");
+  src += tree(plus, "sum");
   src += "  const float mu = sum / (float)N;\n";
   src += "  acc = 0.0f;\n  for (long i = t; i < N; i += WG) { const float d = ld" + D +
          "(PTR(x), xr + i) - mu; acc += d * d; }\n";
-  src += tree("acc + v", "sq");
+  src += tree(plus, "sq");
   src += "  const float rs = 1.0f / sqrt(sq / (float)N + eps);\n";
   src += "  for (long i = t; i < N; i += WG) {\n"
          "   const float y = (ld" + D + "(PTR(x), xr + i) - mu) * rs * wt(PTR(w), i, has_w) + (has_b ? ld" + W +
@@ -157,9 +153,9 @@ std::string layer_norm_source(const kpdrLayerNormArgs& a) {
   const std::string gw = "(ld" + D + "(PTR(go), r * gos + i) * wt(PTR(w), i, has_w))";
   const std::string xhat = "((ld" + D + "(PTR(x), r * xs + i) - mu) * rs)";
   src += "  float acc = 0.0f;\n  for (long i = t; i < N; i += WG) acc += " + gw + ";\n";
-  src += tree("acc + v", "s1");
+  src += tree(plus, "s1");
   src += "  acc = 0.0f;\n  for (long i = t; i < N; i += WG) acc += " + gw + " * " + xhat + ";\n";
-  src += tree("acc + v", "s2");
+  src += tree(plus, "s2");
   src += "  const float m1 = s1 / (float)N, m2 = s2 / (float)N;\n";
   src += "  for (long i = t; i < N; i += WG) st" + D + "(PTR(gi), r * gis + i, rs * (" + gw + " - m1 - " + xhat +
          " * m2));\n }\n}\n";
@@ -200,9 +196,7 @@ std::string statistics_source(const kpdrReduceArgs& a, int kept, int reduced) {
     src += " for (long j = t; j < count; j += WG) {\n" + slice + "  acc = " +
            combine("acc", std::string("(long)(((const __global ") + type + "*)PTR(in))[base + r]" +
                               (a.in_dtype == KPDR_DTYPE_BOOL ? " != 0)" : ")")) + ";\n }\n";
-    src += " part[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n";
-    src += " for (int s = WG / 2; s > 0; s >>= 1) {\n  if (t < s) part[t] = " + combine("part[t]", "part[t + s]") +
-           ";\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n";
+    src += " part[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n" + group_tree("part", combine);
     src += " if (t == 0) ((__global long*)PTR(out))[obase] = part[0];\n}\n";
     return src;
   }
@@ -227,11 +221,11 @@ std::string statistics_source(const kpdrReduceArgs& a, int kept, int reduced) {
   }
   src += " __local float part[WG];\n {\n";
   src += "  float acc = 0.0f;\n  for (long j = t; j < count; j += WG) {\n" + slice + "   acc += " + x + ";\n  }\n";
-  src += tree("acc + v", "sum");
+  src += tree(plus, "sum");
   src += "  const float mu = sum / (float)count;\n";
   src += "  acc = 0.0f;\n  for (long j = t; j < count; j += WG) {\n" + slice + "   const float d = " + x +
          " - mu;\n   acc += d * d;\n  }\n";
-  src += tree("acc + v", "sq");
+  src += tree(plus, "sq");
   src += "  const float var = sq / fmax(0.0f, (float)count - correction);\n";
   src += "  if (t == 0) st" + num(a.out_dtype) + "(PTR(out), obase, " +
          (a.op == KPDR_REDUCE_STD ? "sqrt(var)" : "var") + ");\n }\n}\n";
@@ -249,8 +243,7 @@ kpdrError_t softmax_dim(const kpdrSoftmaxDimArgs* a, kpdrStream_t handle) {
   return guarded(api, [&]() -> kpdrError_t {
     Runtime* runtime = nullptr;
     std::shared_ptr<Stream> stream;
-    if (kpdrError_t error = stream_of(api, handle, &runtime, &stream)) return error;
-    if (a == nullptr) return bad(api, "args is NULL");
+    if (kpdrError_t error = entry_stream(api, handle, a, &runtime, &stream)) return error;
     if (a->op < KPDR_SOFTMAX || a->op > KPDR_LOG_SOFTMAX_BACKWARD) {
       return fail(KPDR_ERROR_NOT_SUPPORTED, std::string(api) + ": unknown op code " + num(a->op));
     }
@@ -258,7 +251,8 @@ kpdrError_t softmax_dim(const kpdrSoftmaxDimArgs* a, kpdrStream_t handle) {
     if (kpdrError_t error = check_shape(api, a->ndim, a->sizes, &total)) return error;
     if (a->dim < 0 || a->dim >= a->ndim) return bad(api, "dim outside 0..ndim-1");
     const bool backward = a->op >= KPDR_SOFTMAX_BACKWARD;
-    if (!float_type(a->out_dtype) || !float_type(a->x.dtype) || (backward && !float_type(a->grad.dtype))) {
+    if (!is_float_dtype(a->out_dtype) || !is_float_dtype(a->x.dtype) ||
+        (backward && !is_float_dtype(a->grad.dtype))) {
       return bad(api, "unknown kpdrDtype");
     }
     if (total == 0) return KPDR_SUCCESS;
@@ -303,11 +297,10 @@ kpdrError_t nll_loss(const kpdrNllLossArgs* a, kpdrStream_t handle) {
   return guarded(api, [&]() -> kpdrError_t {
     Runtime* runtime = nullptr;
     std::shared_ptr<Stream> stream;
-    if (kpdrError_t error = stream_of(api, handle, &runtime, &stream)) return error;
-    if (a == nullptr) return bad(api, "args is NULL");
+    if (kpdrError_t error = entry_stream(api, handle, a, &runtime, &stream)) return error;
     if (a->reduction < 0 || a->reduction > 2) return bad(api, "reduction not 0, 1 or 2");
     if (a->batch < 0 || a->classes < 0 || a->spatial < 0) return bad(api, "negative size");
-    if (!float_type(a->dtype) || (a->target_dtype != KPDR_DTYPE_INT64 && a->target_dtype != KPDR_DTYPE_INT32)) {
+    if (!is_float_dtype(a->dtype) || (a->target_dtype != KPDR_DTYPE_INT64 && a->target_dtype != KPDR_DTYPE_INT32)) {
       return bad(api, "unknown kpdrDtype");
     }
     const int64_t elements = a->batch * a->spatial;
@@ -346,8 +339,7 @@ kpdrError_t nll_loss(const kpdrNllLossArgs* a, kpdrStream_t handle) {
                                          [&] { return nll_source(*a); }, &kernel)) {
         return error;
       }
-      const size_t wg = kernel->work_group;
-      return args.run(kernel, *stream, grid(elements * a->classes, wg, runtime->device(device).compute_units), wg);
+      return args.run_grid(kernel, *stream, elements * a->classes);
     }
     if (a->total_weight == nullptr) return bad(api, "total_weight is NULL");
     const bool any = elements > 0;
@@ -368,10 +360,8 @@ kpdrError_t nll_loss(const kpdrNllLossArgs* a, kpdrStream_t handle) {
                                        [&] { return nll_source(*a); }, &kernel)) {
       return error;
     }
-    const size_t wg = kernel->work_group;
-    if (reduce) return args.run(kernel, *stream, wg, wg);
-    return args.run(kernel, *stream, grid(std::max<int64_t>(elements, 1), wg, runtime->device(device).compute_units),
-                    wg);
+    if (reduce) return args.run(kernel, *stream, kernel->work_group, kernel->work_group);
+    return args.run_grid(kernel, *stream, std::max<int64_t>(elements, 1));
   });
 }
 
@@ -380,10 +370,9 @@ kpdrError_t layer_norm(const kpdrLayerNormArgs* a, kpdrStream_t handle) {
   return guarded(api, [&]() -> kpdrError_t {
     Runtime* runtime = nullptr;
     std::shared_ptr<Stream> stream;
-    if (kpdrError_t error = stream_of(api, handle, &runtime, &stream)) return error;
-    if (a == nullptr) return bad(api, "args is NULL");
+    if (kpdrError_t error = entry_stream(api, handle, a, &runtime, &stream)) return error;
     if (a->rows < 0 || a->cols < 0) return bad(api, "negative size");
-    if (!float_type(a->dtype) || !float_type(a->weight_dtype) || !float_type(a->stats_dtype)) {
+    if (!is_float_dtype(a->dtype) || !is_float_dtype(a->weight_dtype) || !is_float_dtype(a->stats_dtype)) {
       return bad(api, "unknown kpdrDtype");
     }
     const int device = stream->device();
@@ -459,8 +448,8 @@ kpdrError_t reduce_statistics(const kpdrReduceArgs* a, Stream& stream, Runtime* 
                            a->out_dtype == KPDR_DTYPE_INT64 &&
                            (a->in_dtype == KPDR_DTYPE_BOOL || a->in_dtype == KPDR_DTYPE_INT32 ||
                             a->in_dtype == KPDR_DTYPE_INT64);
-  const bool known = integer_sum || ((float_type(a->in_dtype) || a->in_dtype == KPDR_DTYPE_BOOL) &&
-                                     (arg ? a->out_dtype == KPDR_DTYPE_INT64 : float_type(a->out_dtype)));
+  const bool known = integer_sum || ((is_float_dtype(a->in_dtype) || a->in_dtype == KPDR_DTYPE_BOOL) &&
+                                     (arg ? a->out_dtype == KPDR_DTYPE_INT64 : is_float_dtype(a->out_dtype)));
   if (!known) return bad(api, "unknown kpdrDtype");
   int64_t ks[8], ki[8], ko[8], rs[8], ri[8];
   int kept = 0, reduced = 0;

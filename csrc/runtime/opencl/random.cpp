@@ -30,10 +30,6 @@ inline uint4 kp_philox(ulong counter, ulong seed) {
 }
 )CLC";
 
-bool float_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLOAT16; }
-bool known_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_INT32; }
-bool integer_dtype(kpdrDtype d) { return d == KPDR_DTYPE_BOOL || d == KPDR_DTYPE_INT64 || d == KPDR_DTYPE_INT32; }
-
 std::string source(const kpdrRandomArgs& a) {
   const std::string dt = std::to_string(a.dtype);
   std::string src = std::string(kPrelude) + kPhilox;
@@ -44,7 +40,7 @@ std::string source(const kpdrRandomArgs& a) {
   src += "  const float u = (float)(r.s0 >> 8) * 5.9604644775390625e-8f;\n";
   src += "  const float u1 = (float)((r.s0 >> 8) + 1u) * 5.9604644775390625e-8f;\n";
   // Integer results go through the integer stores where the dtype has them.
-  const std::string store_int = integer_dtype(a.dtype) ? "si" + dt + "(PTR(out), o, " : "st" + dt + "(PTR(out), o, (float)";
+  const std::string store_int = is_integer_dtype(a.dtype) ? "si" + dt + "(PTR(out), o, " : "st" + dt + "(PTR(out), o, (float)";
   switch (a.distribution) {
     case KPDR_RANDOM_UNIFORM:
       src += "  st" + dt + "(PTR(out), o, a + (b - a) * u);\n";
@@ -76,16 +72,15 @@ kpdrError_t random_fill(const kpdrRandomArgs* a, kpdrStream_t handle) {
     const std::string name(api);
     Runtime* runtime = nullptr;
     std::shared_ptr<Stream> stream;
-    if (kpdrError_t error = stream_of(api, handle, &runtime, &stream)) return error;
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": args is NULL");
+    if (kpdrError_t error = entry_stream(api, handle, a, &runtime, &stream)) return error;
     int64_t n = 0;
     if (kpdrError_t error = check_shape(api, a->ndim, a->sizes, &n)) return error;
     if (a->distribution < KPDR_RANDOM_UNIFORM || a->distribution > KPDR_RANDOM_INTEGER) {
       return fail(KPDR_ERROR_NOT_SUPPORTED, name + ": unknown distribution " + std::to_string(a->distribution));
     }
-    if (!known_dtype(a->dtype)) return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
+    if (!is_known_dtype(a->dtype)) return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
     const bool any = a->distribution == KPDR_RANDOM_BERNOULLI || a->distribution == KPDR_RANDOM_INTEGER;
-    if (!any && !float_dtype(a->dtype)) {
+    if (!any && !is_float_dtype(a->dtype)) {
       return fail(KPDR_ERROR_NOT_SUPPORTED, name + ": this distribution takes float dtypes only");
     }
     if (a->distribution == KPDR_RANDOM_INTEGER && a->high <= a->low) {
@@ -110,8 +105,7 @@ kpdrError_t random_fill(const kpdrRandomArgs* a, kpdrStream_t handle) {
     if (kpdrError_t error = kernel_for(runtime, device, key, "kp_random", [&] { return source(*a); }, &kernel)) {
       return error;
     }
-    const size_t wg = kernel->work_group;
-    return args.run(kernel, *stream, grid(n, wg, runtime->device(device).compute_units), wg);
+    return args.run_grid(kernel, *stream, n);
   });
 }
 

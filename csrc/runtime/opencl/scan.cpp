@@ -27,9 +27,6 @@ namespace {
 
 constexpr int kItems = 8;  // elements per work-item and chunk
 
-bool float_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLOAT16; }
-bool integer_dtype(kpdrDtype d) { return d == KPDR_DTYPE_BOOL || d == KPDR_DTYPE_INT32 || d == KPDR_DTYPE_INT64; }
-
 // What one generated program depends on.
 struct Shape {
   int op;
@@ -44,7 +41,7 @@ struct Shape {
 
 std::string source(const Shape& s) {
   const std::string acc = s.integer ? "long" : "float";
-  std::string src = std::string(kPrelude) + "#define WG KP_WG\n#define ITEMS " + std::to_string(kItems) + "\n";
+  std::string src = std::string(kPrelude) + kGroupHead + "#define ITEMS " + std::to_string(kItems) + "\n";
   src += "typedef " + acc + " ACC;\n";
   if (s.integer) {
     static const char* const ops[] = {"(long)((ulong)a + (ulong)b)", "(long)((ulong)a * (ulong)b)", "max(a, b)",
@@ -81,19 +78,17 @@ inline float kp_logaddexp(float a, float b) {
          "   kp_out(PTR(out), bo + j * sout, excl ? acc : next);\n"
          "   acc = next;\n  }\n }\n}\n";
   // The total of each block of `span` elements: part[group].
-  src += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void kp_scan_reduce(" + args +
-         ", long span, long blocks, BUF(part)) {\n";
+  src += std::string(kGroupAttr) + "kp_scan_reduce(" + args + ", long span, long blocks, BUF(part)) {\n";
   src += " __local ACC s[WG];\n const long group = get_group_id(0), line = group / blocks;\n"
          " const int t = get_local_id(0);\n" + line;
   src += " const long start = (group % blocks) * span, end = min(n, start + span);\n"
          " ACC acc = IDENT;\n"
          " for (long j = start + t; j < end; j += WG) acc = kp_op(acc, kp_in(PTR(in), bi + j * sin));\n"
-         " s[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n"
-         " for (int h = WG / 2; h > 0; h >>= 1) {\n"
-         "  if (t < h) s[t] = kp_op(s[t], s[t + h]);\n  barrier(CLK_LOCAL_MEM_FENCE);\n }\n"
-         " if (t == 0) ((__global ACC*)PTR(part))[group] = s[0];\n}\n";
+         " s[t] = acc;\n barrier(CLK_LOCAL_MEM_FENCE);\n";
+  src += group_tree("s", [](const std::string& a, const std::string& b) { return "kp_op(" + a + ", " + b + ")"; });
+  src += " if (t == 0) ((__global ACC*)PTR(part))[group] = s[0];\n}\n";
   // One work-group per (line, block); carry: part[group] when has_carry.
-  src += "__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void kp_scan_wg(" + args +
+  src += std::string(kGroupAttr) + "kp_scan_wg(" + args +
          ", long span, long blocks, BUF(part), int has_carry, int excl) {\n";
   src += " __local ACC buf[WG * ITEMS];\n __local ACC s[WG];\n"
          " const long group = get_group_id(0), line = group / blocks;\n const int t = get_local_id(0);\n" + line;
@@ -144,11 +139,11 @@ kpdrError_t check(const kpdrScanArgs& a, bool* integer) {
   if (a.exclusive != 0 && a.exclusive != 1) return fail(KPDR_ERROR_INVALID_VALUE, name + ": exclusive is not 0 or 1");
   *integer = a.out_dtype == KPDR_DTYPE_INT64 || a.out_dtype == KPDR_DTYPE_INT32;
   if (*integer) {
-    if (!integer_dtype(a.in_dtype)) return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
+    if (!is_integer_dtype(a.in_dtype)) return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
     if (a.op == KPDR_SCAN_LOGADDEXP) return fail(KPDR_ERROR_NOT_SUPPORTED, name + ": LOGADDEXP takes float dtypes only");
     return KPDR_SUCCESS;
   }
-  if (!float_dtype(a.out_dtype) || !(float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL)) {
+  if (!is_float_dtype(a.out_dtype) || !(is_float_dtype(a.in_dtype) || a.in_dtype == KPDR_DTYPE_BOOL)) {
     return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
   }
   return KPDR_SUCCESS;
@@ -189,8 +184,7 @@ kpdrError_t scan(const kpdrScanArgs* a, kpdrStream_t handle) {
   return guarded(api, [&]() -> kpdrError_t {
     Runtime* runtime = nullptr;
     std::shared_ptr<Stream> stream;
-    if (kpdrError_t error = stream_of(api, handle, &runtime, &stream)) return error;
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, "scan: args is NULL");
+    if (kpdrError_t error = entry_stream(api, handle, a, &runtime, &stream)) return error;
     int64_t count = 0;
     if (kpdrError_t error = check_shape(api, a->ndim, a->sizes, &count)) return error;
     bool integer = false;
@@ -229,7 +223,7 @@ kpdrError_t scan(const kpdrScanArgs* a, kpdrStream_t handle) {
       if (kpdrError_t e = add_operands(args, ops)) return e;
       args.i64(lines);
       args.i32(a->exclusive);
-      return args.run(serial, *stream, grid(lines, serial->work_group, compute_units), serial->work_group);
+      return args.run_grid(serial, *stream, lines);
     }
     // Blocks per line: one, unless a few long lines would leave the device idle.
     int64_t blocks = 1, span = ops.n;
@@ -250,23 +244,10 @@ kpdrError_t scan(const kpdrScanArgs* a, kpdrStream_t handle) {
       return args.run(wg_kernel, *stream, static_cast<size_t>(lines * wg), static_cast<size_t>(wg));
     }
     // Block totals, their exclusive scan per line, then every block from its prefix.
+    Scratch totals_buffer(*stream);
     const size_t part_bytes = static_cast<size_t>(lines * blocks) * (integer ? 8 : 4);
-    cl_mem part = stream->borrow_workspace(part_bytes);
-    if (part == nullptr) {
-      cl_int status = CL_SUCCESS;
-      part = runtime->cl().CreateBuffer(runtime->context(), CL_MEM_READ_WRITE, part_bytes, nullptr, &status);
-      if (part == nullptr || status != CL_SUCCESS) {
-        return fail(KPDR_ERROR_OUT_OF_MEMORY, "scan: a scratch buffer of " + bytes_text(part_bytes) +
-                                                  " for block totals failed (" + cl_error_name(status) + ")");
-      }
-    }
-    // The kernels that use `part` are enqueued before it goes back (the queue is in order).
-    struct Give {
-      Stream& stream;
-      cl_mem mem;
-      size_t bytes;
-      ~Give() { stream.return_workspace(mem, bytes); }
-    } give{*stream, part, part_bytes};
+    if (kpdrError_t e = totals_buffer.acquire(runtime, api, part_bytes, "for block totals")) return e;
+    const cl_mem part = totals_buffer.mem();
     Kernel* reduce = nullptr;
     if (kpdrError_t e = kernel(shape, "kp_scan_reduce", &reduce)) return e;
     const size_t groups = static_cast<size_t>(lines * blocks);

@@ -32,11 +32,8 @@ namespace {
 constexpr int64_t kTile = 2048;             // elements a work-group sorts in local memory
 constexpr int64_t kMaxSlice = int64_t{1} << 30;  // int32 positions in the scratch
 
-bool float_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_BFLOAT16; }
-bool known_dtype(kpdrDtype d) { return d >= KPDR_DTYPE_FLOAT32 && d <= KPDR_DTYPE_INT32; }
-
 std::string source(kpdrDtype dtype, int outer) {
-  const bool fl = float_dtype(dtype);
+  const bool fl = is_float_dtype(dtype);
   const std::string dt = std::to_string(dtype), kt = fl ? "float" : "long";
   std::string src = kPrelude;
   const char* raw = dtype == KPDR_DTYPE_INT64 ? "ulong" : dtype == KPDR_DTYPE_BOOL ? "uchar"
@@ -147,8 +144,7 @@ kpdrError_t sort(const kpdrSortArgs* a, kpdrStream_t handle) {
     const std::string name(api);
     Runtime* runtime = nullptr;
     std::shared_ptr<Stream> stream;
-    if (kpdrError_t error = stream_of(api, handle, &runtime, &stream)) return error;
-    if (a == nullptr) return fail(KPDR_ERROR_INVALID_VALUE, name + ": args is NULL");
+    if (kpdrError_t error = entry_stream(api, handle, a, &runtime, &stream)) return error;
     if (a->ndim < 1) return fail(KPDR_ERROR_INVALID_VALUE, name + ": ndim " + std::to_string(a->ndim) + " is below 1");
     int64_t count = 0;
     if (kpdrError_t error = check_shape(api, a->ndim, a->sizes, &count)) return error;
@@ -157,7 +153,7 @@ kpdrError_t sort(const kpdrSortArgs* a, kpdrStream_t handle) {
     if (a->k < 0 || a->k > n) {
       return fail(KPDR_ERROR_INVALID_VALUE, name + ": k " + std::to_string(a->k) + " is outside 0.." + std::to_string(n));
     }
-    if (!known_dtype(a->dtype)) return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
+    if (!is_known_dtype(a->dtype)) return fail(KPDR_ERROR_INVALID_VALUE, name + ": unknown kpdrDtype");
     if (n > kMaxSlice) {
       return fail(KPDR_ERROR_NOT_SUPPORTED, name + ": slices of " + std::to_string(n) + " elements (at most 2^30)");
     }
@@ -189,28 +185,13 @@ kpdrError_t sort(const kpdrSortArgs* a, kpdrStream_t handle) {
       if (kpdrError_t error = kernel_for(runtime, device, key, "kp_sort_global", make, &pass)) return error;
     }
     // The scratch (longer slices only): keys, then int32 positions.
-    const size_t key_bytes = float_dtype(a->dtype) ? 4 : 8;
+    const size_t key_bytes = is_float_dtype(a->dtype) ? 4 : 8;
     const size_t elements = tps > 1 ? static_cast<size_t>(slices * P) : 0;
-    const size_t scratch_bytes = elements * (key_bytes + 4);
-    cl_mem scratch = nullptr;
+    Scratch scratch_buffer(*stream);
     if (tps > 1) {
-      scratch = stream->borrow_workspace(scratch_bytes);
-      if (scratch == nullptr) {
-        cl_int status = CL_SUCCESS;
-        scratch = runtime->cl().CreateBuffer(runtime->context(), CL_MEM_READ_WRITE, scratch_bytes, nullptr, &status);
-        if (scratch == nullptr || status != CL_SUCCESS) {
-          return fail(KPDR_ERROR_OUT_OF_MEMORY, name + ": a scratch buffer of " + bytes_text(scratch_bytes) +
-                                                    " failed (" + cl_error_name(status) + ")");
-        }
-      }
+      if (kpdrError_t e = scratch_buffer.acquire(runtime, api, elements * (key_bytes + 4))) return e;
     }
-    // The kernels that use the scratch are enqueued before it goes back (the queue is in order).
-    struct Give {
-      Stream& stream;
-      cl_mem mem;
-      size_t bytes;
-      ~Give() { if (mem != nullptr) stream.return_workspace(mem, bytes); }
-    } give{*stream, scratch, scratch_bytes};
+    const cl_mem scratch = scratch_buffer.mem();
     const int64_t units = slices * tps, groups = (units + group - 1) / group;
     auto run_tile = [&](int64_t stage, bool from_input, bool to_output) -> kpdrError_t {
       Args args(runtime, device, api);
@@ -239,7 +220,6 @@ kpdrError_t sort(const kpdrSortArgs* a, kpdrStream_t handle) {
     };
     if (tps == 1) return run_tile(0, true, true);
     if (kpdrError_t e = run_tile(0, true, false)) return e;
-    const int compute_units = runtime->device(device).compute_units;
     for (int64_t kb = 2 * t; kb <= P; kb *= 2) {
       for (int64_t j = kb / 2; j >= t; j /= 2) {
         Args args(runtime, device, api);
@@ -247,8 +227,7 @@ kpdrError_t sort(const kpdrSortArgs* a, kpdrStream_t handle) {
         args.mem(scratch, elements * key_bytes);
         args.i64(slices); args.i32(static_cast<int32_t>(n)); args.i64(P); args.i64(kb); args.i64(j);
         args.i32(a->descending ? 1 : 0);
-        const size_t wg = pass->work_group;
-        if (kpdrError_t e = args.run(pass, *stream, grid(slices * (P / 2), wg, compute_units), wg)) return e;
+        if (kpdrError_t e = args.run_grid(pass, *stream, slices * (P / 2))) return e;
       }
       if (kpdrError_t e = run_tile(kb, false, kb == P)) return e;
     }
