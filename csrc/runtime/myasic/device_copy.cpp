@@ -101,15 +101,15 @@ kpdrError_t check_stream_device(int stream_device, int device, const char* role)
 }  // namespace
 
 kpdrError_t plan_copy(const DeviceMemory& memory, void* dst, const void* src, std::size_t size,
-                      kpdrMemcpyKind kind, int stream_device, double bandwidth_gbps,
+                      int raw_kind, int stream_device, double bandwidth_gbps,
                       CopyPlan* plan) {
-  if (kind != KPDR_MEMCPY_HOST_TO_DEVICE && kind != KPDR_MEMCPY_DEVICE_TO_HOST &&
-      kind != KPDR_MEMCPY_DEVICE_TO_DEVICE) {
+  if (raw_kind < KPDR_MEMCPY_HOST_TO_DEVICE || raw_kind > KPDR_MEMCPY_DEVICE_TO_DEVICE) {
     return fail(KPDR_ERROR_INVALID_VALUE,
-                "kpdrMemcpyAsync: kind=" + std::to_string(static_cast<int>(kind)) +
+                "kpdrMemcpyAsync: kind=" + std::to_string(raw_kind) +
                     " is not a kpdrMemcpyKind; use HOST_TO_DEVICE (1), DEVICE_TO_HOST (2) or "
                     "DEVICE_TO_DEVICE (3)");
   }
+  const auto kind = static_cast<kpdrMemcpyKind>(raw_kind);  // one of the three, checked above
   *plan = CopyPlan{};
   plan->bytes = size;
   plan->bandwidth_gbps = bandwidth_gbps;

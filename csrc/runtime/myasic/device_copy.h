@@ -25,11 +25,12 @@ struct CopyPlan {
   void run() const;
 };
 
-// Checks that `dst`/`src` are the right kind of memory for `kind`, that the
+// Checks that `raw_kind` (kpdrMemcpyAsync's kind, read as an int) is a
+// kpdrMemcpyKind, that `dst`/`src` are the right kind of memory for it, that the
 // whole [ptr, ptr+size) range of each device side lies inside one live
 // allocation, and that the stream's device takes part in the copy.
 kpdrError_t plan_copy(const DeviceMemory& memory, void* dst, const void* src, std::size_t size,
-                      kpdrMemcpyKind kind, int stream_device, double bandwidth_gbps,
+                      int raw_kind, int stream_device, double bandwidth_gbps,
                       CopyPlan* plan);
 
 // Makes simulated transfer delays end at once (process exit drains streams

@@ -175,12 +175,17 @@ KPDR_API kpdrError_t kpdrPointerGetDevice(const void* ptr, int* device) {
 
 KPDR_API kpdrError_t kpdrMemcpyAsync(void* dst, const void* src, size_t size,
                                      kpdrMemcpyKind kind, kpdrStream_t stream) {
+  // A C caller may pass any int: read it as one (loading an out-of-range value
+  // as the enum is undefined behaviour); plan_copy names a bad kind.
+  int raw_kind = 0;
+  static_assert(sizeof(raw_kind) == sizeof(kind), "kpdrMemcpyKind is an int-sized C enum");
+  std::memcpy(&raw_kind, &kind, sizeof(raw_kind));
   return with_runtime("kpdrMemcpyAsync", [&](Runtime& runtime) {
     std::shared_ptr<myasic::Stream> target;
     if (kpdrError_t error = find_stream(runtime, stream, "kpdrMemcpyAsync", &target)) return error;
     myasic::CopyPlan plan;
     if (kpdrError_t error =
-            myasic::plan_copy(runtime.device_memory(), dst, src, size, kind, target->device(),
+            myasic::plan_copy(runtime.device_memory(), dst, src, size, raw_kind, target->device(),
                               runtime.config().copy_bandwidth_gbps, &plan))
       return error;
     if (plan.bytes == 0) return KPDR_SUCCESS;

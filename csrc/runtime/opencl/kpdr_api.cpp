@@ -218,6 +218,17 @@ KPDR_API kpdrError_t kpdrPointerGetDevice(const void* ptr, int* device) {
 
 KPDR_API kpdrError_t kpdrMemcpyAsync(void* dst, const void* src, size_t size, kpdrMemcpyKind kind,
                                      kpdrStream_t stream) {
+  // A C caller may pass any int: read it as one (loading an out-of-range value
+  // as the enum is undefined behaviour, which a compiler may use to drop the
+  // check below), and switch on the enum only once it is known.
+  int raw_kind = 0;
+  static_assert(sizeof(raw_kind) == sizeof(kind), "kpdrMemcpyKind is an int-sized C enum");
+  std::memcpy(&raw_kind, &kind, sizeof(raw_kind));
+  if (raw_kind < KPDR_MEMCPY_HOST_TO_DEVICE || raw_kind > KPDR_MEMCPY_DEVICE_TO_DEVICE) {
+    return fail(KPDR_ERROR_INVALID_VALUE, "kpdrMemcpyAsync: kind=" + std::to_string(raw_kind) +
+                                              " is not a kpdrMemcpyKind; use HOST_TO_DEVICE (1), DEVICE_TO_HOST (2) or "
+                                              "DEVICE_TO_DEVICE (3)");
+  }
   return with_runtime("kpdrMemcpyAsync", [&](Runtime& runtime) {
     std::shared_ptr<Stream> target;
     if (kpdrError_t error = find_stream(runtime, stream, "kpdrMemcpyAsync", &target)) return error;
