@@ -752,11 +752,24 @@ inline int64_t widen_column(int64_t i) {
   return (i & ~int64_t(31)) + 2 * (i & 15) + ((i & 16) ? 1 : 0);
 }
 
+// The next key block's rows (keys and values, `count` of them), asked into L2
+// while this block's p.v runs: decode's arithmetic fills the out-of-order
+// window, so its own loads keep too few lines in flight for one core (the
+// row kernels' finding, common.h prefetch_lines).
+struct NextBlock {
+  const BF16* k = nullptr;
+  int64_t k_stride = 0;
+  const BF16* v = nullptr;
+  int64_t v_stride = 0;
+  int64_t count = 0;
+};
+
 // o[r] += sum over keys j < n of p[r][j] * v[j] for R rows and CG * 32
-// columns from c (widened order).
+// columns from c (widened order); the same columns of the next block's key j
+// and value j are prefetched as key j is done.
 template <int R, int CG>
 inline void pv_widen_tile(float* o, int64_t d, int64_t c, const float* p, int64_t p_stride, const BF16* v,
-                          int64_t v_stride, int64_t n) {
+                          int64_t v_stride, int64_t n, const NextBlock& next) {
   __m512 acc[R][2 * CG];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
@@ -765,6 +778,10 @@ inline void pv_widen_tile(float* o, int64_t d, int64_t c, const float* p, int64_
   const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
   const BF16* vj = v + c;
   for (int64_t j = 0; j < n; ++j, vj += v_stride) {
+    if (j < next.count) {
+      prefetch_lines(next.k + j * next.k_stride + c, 64 * CG);
+      prefetch_lines(next.v + j * next.v_stride + c, 64 * CG);
+    }
     __m512 x[2 * CG];
 #pragma GCC unroll 16
     for (int g = 0; g < CG; ++g) {
@@ -787,10 +804,10 @@ inline void pv_widen_tile(float* o, int64_t d, int64_t c, const float* p, int64_
 
 template <int R>
 inline void pv_widen_rows(float* o, int64_t d, const float* p, int64_t p_stride, const BF16* v, int64_t v_stride,
-                          int64_t n) {
+                          int64_t n, const NextBlock& next = NextBlock{}) {
   int64_t c = 0;
-  for (; c + 64 <= d; c += 64) pv_widen_tile<R, 2>(o, d, c, p, p_stride, v, v_stride, n);
-  if (c < d) pv_widen_tile<R, 1>(o, d, c, p, p_stride, v, v_stride, n);
+  for (; c + 64 <= d; c += 64) pv_widen_tile<R, 2>(o, d, c, p, p_stride, v, v_stride, n, next);
+  if (c < d) pv_widen_tile<R, 1>(o, d, c, p, p_stride, v, v_stride, n, next);
 }
 
 #if defined(KP_CPU_AMX)
@@ -932,14 +949,22 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
     }
     online_softmax_block(s, kKeyBlock, group, n, w.m.data(), w.l.data(), w.o.data(), d);
     const BF16* vb0 = v + b0 * vs;
+    NextBlock next;  // handed to the first row group only (one prefetch per line)
+    if (b0 + kKeyBlock < j1) {
+      next = NextBlock{k + (b0 + kKeyBlock) * ks, ks, v + (b0 + kKeyBlock) * vs, vs,
+                       std::min(kKeyBlock, j1 - (b0 + kKeyBlock))};
+    }
     int64_t r = 0;
-    for (; r + 4 <= group; r += 4) pv_widen_rows<4>(w.o.data() + r * d, d, s + r * kKeyBlock, kKeyBlock, vb0, vs, n);
+    for (; r + 4 <= group; r += 4) {
+      pv_widen_rows<4>(w.o.data() + r * d, d, s + r * kKeyBlock, kKeyBlock, vb0, vs, n, next);
+      next.count = 0;
+    }
     float* o = w.o.data() + r * d;
     const float* pr = s + r * kKeyBlock;
     switch (group - r) {
-      case 3: pv_widen_rows<3>(o, d, pr, kKeyBlock, vb0, vs, n); break;
-      case 2: pv_widen_rows<2>(o, d, pr, kKeyBlock, vb0, vs, n); break;
-      case 1: pv_widen_rows<1>(o, d, pr, kKeyBlock, vb0, vs, n); break;
+      case 3: pv_widen_rows<3>(o, d, pr, kKeyBlock, vb0, vs, n, next); break;
+      case 2: pv_widen_rows<2>(o, d, pr, kKeyBlock, vb0, vs, n, next); break;
+      case 1: pv_widen_rows<1>(o, d, pr, kKeyBlock, vb0, vs, n, next); break;
       default: break;
     }
   }
