@@ -758,18 +758,15 @@ void register_runtime_pointwise(Registrar& r) {
   r.impl("isnan", TORCH_FN(isnan));
   r.impl("hardswish_backward",
          TORCH_FN((Binary<KPDR_POINTWISE_HARDSWISH_BACKWARD, Iter::kBinary, false>::functional)));
-  r.impl("atan2", TORCH_FN((Binary<KPDR_POINTWISE_ATAN2, Iter::kBinaryFloat, true>::functional)));
-  r.impl("atan2_", TORCH_FN((Binary<KPDR_POINTWISE_ATAN2, Iter::kBinaryFloat, true>::inplace)));
-  r.impl("atan2.out", TORCH_FN((Binary<KPDR_POINTWISE_ATAN2, Iter::kBinaryFloat, true>::out)));
-  r.impl("fmod.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_FMOD, Iter::kBinary, true>::functional)));
-  r.impl("fmod_.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_FMOD, Iter::kBinary, true>::inplace)));
-  r.impl("fmod.Tensor_out", TORCH_FN((Binary<KPDR_POINTWISE_FMOD, Iter::kBinary, true>::out)));
-  r.impl("remainder.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_REMAINDER, Iter::kBinary, true>::functional)));
-  r.impl("remainder_.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_REMAINDER, Iter::kBinary, true>::inplace)));
-  r.impl("remainder.Tensor_out", TORCH_FN((Binary<KPDR_POINTWISE_REMAINDER, Iter::kBinary, true>::out)));
-  r.impl("xlogy.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_XLOGY, Iter::kBinaryFloat, true>::functional)));
-  r.impl("xlogy_.Tensor", TORCH_FN((Binary<KPDR_POINTWISE_XLOGY, Iter::kBinaryFloat, true>::inplace)));
-  r.impl("xlogy.OutTensor", TORCH_FN((Binary<KPDR_POINTWISE_XLOGY, Iter::kBinaryFloat, true>::out)));
+  // A binary op's functional, in-place and out= overloads (their names differ by family).
+#define KP_BINARY3(functional_name, inplace_name, out_name, code, kind)           \
+  r.impl(functional_name, TORCH_FN((Binary<code, Iter::kind, true>::functional))); \
+  r.impl(inplace_name, TORCH_FN((Binary<code, Iter::kind, true>::inplace)));       \
+  r.impl(out_name, TORCH_FN((Binary<code, Iter::kind, true>::out)))
+  KP_BINARY3("atan2", "atan2_", "atan2.out", KPDR_POINTWISE_ATAN2, kBinaryFloat);
+  KP_BINARY3("fmod.Tensor", "fmod_.Tensor", "fmod.Tensor_out", KPDR_POINTWISE_FMOD, kBinary);
+  KP_BINARY3("remainder.Tensor", "remainder_.Tensor", "remainder.Tensor_out", KPDR_POINTWISE_REMAINDER, kBinary);
+  KP_BINARY3("xlogy.Tensor", "xlogy_.Tensor", "xlogy.OutTensor", KPDR_POINTWISE_XLOGY, kBinaryFloat);
   r.impl("clamp", TORCH_FN(Clamp::functional));
   r.impl("clamp_", TORCH_FN(Clamp::inplace));
   r.impl("clamp_min", TORCH_FN(Clamp::min));
@@ -801,22 +798,13 @@ void register_runtime_pointwise(Registrar& r) {
   r.impl("sub.Tensor", TORCH_FN(Sub::functional_alpha));
   r.impl("sub_.Tensor", TORCH_FN(Sub::inplace_alpha));
   r.impl("sub.out", TORCH_FN(Sub::out_alpha));
-#define KP_BINARY(name, code, kind)                                             \
-  r.impl(name ".Tensor", TORCH_FN((Binary<code, Iter::kind, true>::functional))); \
-  r.impl(name "_.Tensor", TORCH_FN((Binary<code, Iter::kind, true>::inplace)));   \
-  r.impl(name ".out", TORCH_FN((Binary<code, Iter::kind, true>::out)))
-  KP_BINARY("mul", KPDR_POINTWISE_MUL, kBinary);
-  KP_BINARY("div", KPDR_POINTWISE_DIV, kBinaryFloat);
+  KP_BINARY3("mul.Tensor", "mul_.Tensor", "mul.out", KPDR_POINTWISE_MUL, kBinary);
+  KP_BINARY3("div.Tensor", "div_.Tensor", "div.out", KPDR_POINTWISE_DIV, kBinaryFloat);
   // integer and bool tensors (float ones: NOT_SUPPORTED, and the fallback raises ATen's error)
-#undef KP_BINARY
-#define KP_BITWISE(name, code)                                                     \
-  r.impl(name ".Tensor", TORCH_FN((Binary<code, Iter::kBinary, true>::functional))); \
-  r.impl(name "_.Tensor", TORCH_FN((Binary<code, Iter::kBinary, true>::inplace)));   \
-  r.impl(name ".Tensor_out", TORCH_FN((Binary<code, Iter::kBinary, true>::out)))
-  KP_BITWISE("bitwise_and", KPDR_POINTWISE_BITWISE_AND);
-  KP_BITWISE("bitwise_or", KPDR_POINTWISE_BITWISE_OR);
-  KP_BITWISE("bitwise_xor", KPDR_POINTWISE_BITWISE_XOR);
-#undef KP_BITWISE
+  KP_BINARY3("bitwise_and.Tensor", "bitwise_and_.Tensor", "bitwise_and.Tensor_out", KPDR_POINTWISE_BITWISE_AND, kBinary);
+  KP_BINARY3("bitwise_or.Tensor", "bitwise_or_.Tensor", "bitwise_or.Tensor_out", KPDR_POINTWISE_BITWISE_OR, kBinary);
+  KP_BINARY3("bitwise_xor.Tensor", "bitwise_xor_.Tensor", "bitwise_xor.Tensor_out", KPDR_POINTWISE_BITWISE_XOR, kBinary);
+#undef KP_BINARY3
   r.impl("maximum", TORCH_FN((Binary<KPDR_POINTWISE_MAXIMUM, Iter::kBinary, true>::functional)));
   r.impl("minimum", TORCH_FN((Binary<KPDR_POINTWISE_MINIMUM, Iter::kBinary, true>::functional)));
 #define KP_COMPARE(name, code)                                                              \
