@@ -276,16 +276,23 @@ def test_events_recorded_back_to_back_each_take_their_own_timestamp(opencl):
     assert code == SUCCESS and ms >= 40.0
 
 
+
+def timed_copies(runtime, size, copies):
+    """(status, ms) of kpdrEventElapsedTime between events recorded around ``copies``
+    device-to-device copies of ``size`` bytes on a new stream of device 0."""
+    stream = runtime.stream(0)
+    a, b = runtime.malloc(0, size), runtime.malloc(0, size)
+    start, end = runtime.event(0), runtime.event(0)
+    runtime.check(runtime.kpdrEventRecord(start, stream))
+    for _ in range(copies):
+        runtime.check(runtime.copy(b, a, size, DEVICE_TO_DEVICE, stream))
+    runtime.check(runtime.kpdrEventRecord(end, stream))
+    runtime.check(runtime.kpdrEventSynchronize(end))
+    return runtime.elapsed_ms(start, end)
+
+
 def test_elapsed_time_covers_the_work_between_two_events(opencl):
-    stream = opencl.stream(0)
-    a, b = opencl.malloc(0, 64 * MIB), opencl.malloc(0, 64 * MIB)
-    start, end = opencl.event(0), opencl.event(0)
-    opencl.check(opencl.kpdrEventRecord(start, stream))
-    for _ in range(4):
-        opencl.check(opencl.copy(b, a, 64 * MIB, DEVICE_TO_DEVICE, stream))
-    opencl.check(opencl.kpdrEventRecord(end, stream))
-    opencl.check(opencl.kpdrEventSynchronize(end))
-    code, ms = opencl.elapsed_ms(start, end)
+    code, ms = timed_copies(opencl, 64 * MIB, copies=4)
     assert code == SUCCESS and ms > 0.0
 
 
@@ -301,15 +308,7 @@ def test_elapsed_time_needs_timing_events_that_were_recorded(opencl):
 
 
 def test_profiling_always_profiles_from_the_start_and_times_events(load_opencl):
-    runtime = load_opencl("profiling=always")
-    stream = runtime.stream(0)
-    a, b = runtime.malloc(0, 16 * MIB), runtime.malloc(0, 16 * MIB)
-    start, end = runtime.event(0), runtime.event(0)
-    runtime.check(runtime.kpdrEventRecord(start, stream))
-    runtime.check(runtime.copy(b, a, 16 * MIB, DEVICE_TO_DEVICE, stream))
-    runtime.check(runtime.kpdrEventRecord(end, stream))
-    runtime.check(runtime.kpdrEventSynchronize(end))
-    code, ms = runtime.elapsed_ms(start, end)
+    code, ms = timed_copies(load_opencl("profiling=always"), 16 * MIB, copies=1)
     assert code == SUCCESS and ms > 0.0
 
 
