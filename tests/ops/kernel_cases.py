@@ -349,6 +349,9 @@ def _prefill_cases():
         ("explicit_scale", _prefill_case(1, 2, 1, 6, 6, 8, scale=0.2)),
         ("transposed_from_bthd", _prefill_case(2, 4, 2, 11, 11, 16, layout="from_bthd")),
         ("head_dim_128", _prefill_case(1, 4, 2, 70, 70, 128)),
+        # Several softmax steps of 256 keys (bfloat16 prefill), the last partly past the keys.
+        ("head_dim_128_causal_600_keys", _prefill_case(1, 4, 2, 300, 600, 128)),
+        ("head_dim_64_non_causal_520_keys", _prefill_case(1, 2, 1, 40, 520, 64, causal=False)),
         # Fewer than two vectors of keys and of head size (AVX-512: 16 floats each).
         ("short_keys_head_dim_16", _prefill_case(2, 4, 2, 22, 22, 16, causal=False)),
         ("zero_batch", _prefill_case(0, 2, 1, 3, 3, 8)),
