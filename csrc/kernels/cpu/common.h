@@ -25,10 +25,10 @@ template <typename T> inline const T* at(const void* p, int64_t offset) {
 template <typename T> inline T* at(void* p, int64_t offset) { return static_cast<T*>(p) + offset; }
 
 // std::vector storage starting on a 64-byte cache line. The attention
-// kernels' AMX tiles load and store whole 64-byte rows: rows that straddle two
-// lines (malloc aligns to 16 bytes) made every tile load and store a split
-// access, several times slower on the Xeon (prefill's tile products took 3x
-// their aligned time).
+// kernels' AMX tiles load and store 64-byte rows, and their scratch rows are
+// multiples of 64 bytes: on a line they never straddle two lines, whatever
+// malloc returns (16-byte alignment). On the GPU machine's Xeon the gain was
+// within its run-to-run noise (about 15%).
 template <typename T> struct LineAllocator {
   using value_type = T;
   LineAllocator() = default;
