@@ -489,8 +489,8 @@ inline __m512 exp2_small(__m512 x) {
 // quarter as often (once per step), and the softmax's per-row costs (the
 // row's max and sum across lanes, the rescale test) are spread over four
 // times the keys. On the GPU machine's Xeon (B=1, 32/8 heads, T=2048,
-// causal): 1.2-1.5x faster than one block per step at 1-16 threads; two
-// blocks per step were 5-10% slower than four at 1-8 threads, equal at 16.
+// causal): 1.16-1.5x faster than one block per step at 1-16 threads; two
+// blocks per step were 3-14% slower than four at 1-8 threads, within 2% at 16.
 constexpr int kSpan = 4;
 constexpr int64_t kSpanKeys = kSpan * kKeyBlock, kSpanPairs = kSpan * kPairs;
 
