@@ -137,3 +137,40 @@ def test_rms_norm_keeps_denormal_and_nan_weights(cpu_isa, store_kind):
     w = scatter(w.unsqueeze(0), bf16([2.0 ** -133, float("nan"), float("inf"), 3 * 2.0 ** -133]), POSITIONS)[0]
     expected = (x.float() * w.float()).to(torch.bfloat16)
     assert_same_bits(torch.ops.kernel_pytorch.rms_norm(x, w, 0.0), expected)
+
+
+def one_hot(k, j, value):
+    x = torch.zeros(k, dtype=torch.bfloat16)
+    x[j] = value
+    return x
+
+
+def test_matmul_vec_keeps_products_of_denormal_x(cpu_isa):
+    """x holding a denormal (which vdpbf16ps would read as zero): out = w[:, j] * x[j], exact in float, rounded as
+    torch does."""
+    g = torch.Generator().manual_seed(5)
+    w = (torch.rand(37, WIDTH, generator=g) + 1).bfloat16()  # 8 significant bits: the products are exact in float
+    for j in (0, 33, WIDTH - 5):
+        x = one_hot(WIDTH, j, bf16([3 * 2.0 ** -133])[0])
+        expected = (w[:, j].double() * x[j].double()).to(torch.float32).to(torch.bfloat16)
+        assert (expected != 0).all()
+        assert_same_bits(torch.ops.kernel_pytorch.matmul_vec(w, x), expected)
+
+
+def test_matmul_vec_keeps_denormal_weights_and_denormal_products(cpu_isa):
+    """Rows of denormal weights (times 1) and of tiny weights whose products with x are denormal (vdpbf16ps would
+    flush both to zero) keep their exact products; every third row is of ordinary weights."""
+    g = torch.Generator().manual_seed(6)
+    n = 41
+    normal = (torch.rand(n, WIDTH, generator=g) + 1).bfloat16()
+    denormal = torch.ldexp(torch.rand(n, WIDTH, generator=g) + 1,
+                           torch.randint(-133, -127, (n, WIDTH), generator=g)).bfloat16()
+    tiny = torch.ldexp(torch.rand(n, WIDTH, generator=g) + 1, torch.full((n, WIDTH), -70)).bfloat16()
+    rows = torch.arange(n).unsqueeze(1)
+    for small, x_value in ((denormal, 1.0), (tiny, 2.0 ** -60)):
+        w = torch.where(rows % 3 == 0, normal, small)  # every third row normal
+        for j in (0, 2051, WIDTH - 20):
+            x = one_hot(WIDTH, j, x_value)
+            expected = (w[:, j].double() * x_value).to(torch.float32).to(torch.bfloat16)
+            assert ((expected.view(torch.int16) & 0x7F80) == 0).logical_and(expected != 0).sum() >= n // 2
+            assert_same_bits(torch.ops.kernel_pytorch.matmul_vec(w, x), expected)
