@@ -31,23 +31,27 @@ void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) 
   const int64_t half = a.head_dim / 2, d = a.head_dim;
   const float sign = a.inverse ? -1.f : 1.f;
   std::vector<float> cs(2 * d);  // per position: cos and signed sin, laid out for the kernel
-  auto x_row = [&](int64_t p, int64_t h) {
-    return at<T>(a.x, (p / a.seq) * a.x_stride[0] + (p % a.seq) * a.x_stride[1] + h * a.x_stride[2]);
-  };
   // x is asked into L2 about 2 KiB ahead (prefetch_lines), as silu_and_mul
   // does: from memory, rope's own loads keep too few lines in flight. On the
   // 16-core Xeon, bfloat16 [1, 2048, 32, 128], of a copy at 1 / 4 / 16
-  // threads: operands in memory 0.71 / 0.74 / 0.81 without, 0.86 / 0.91 /
-  // 0.87 with. With the operands in its 300 MB last-level cache the
-  // prefetches only add instructions: 0.02-0.10 lower at 4 threads and
-  // 0.04-0.18 at 16 in four runs, -0.13 to +0.09 at one. On the 2-core
-  // development machine they gained in memory and in cache. 1 and 4 KiB
-  // ahead were no better than 2.
-  const int64_t kAheadRows = std::max<int64_t>(1, 2048 / (d * int64_t(sizeof(T))));
+  // threads, without -> with: operands in memory 0.74 / 0.70 / 0.76 -> 0.99 /
+  // 0.97 / 0.81; in its 300 MB last-level cache 0.89 / 0.85 / 0.98 -> 0.95 /
+  // 0.90 / 0.99 and 0.85 / 0.89 / 1.07 -> 0.83 / 0.90 / 1.06. The row ahead is
+  // at most one position on, found without dividing: a first version that
+  // located it with integer divisions per row read 0.67-0.80 at 1 and 4
+  // threads in the cache.
+  // 1 and 4 KiB ahead were no better than 2.
+  const int64_t ahead_rows = std::min<int64_t>(a.heads, std::max<int64_t>(1, 2048 / (d * int64_t(sizeof(T)))));
   float* cf = cs.data();
   float* sf = cs.data() + d;
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t b = p / a.seq, s = p % a.seq;
+    const T* x_pos = at<T>(a.x, b * a.x_stride[0] + s * a.x_stride[1]);
+    // Position p + 1's rows (the next batch's first after the last s), where
+    // this task goes on to it.
+    const T* x_next = p + 1 >= p1 ? nullptr
+                      : s + 1 < a.seq ? x_pos + a.x_stride[1]
+                                      : at<T>(a.x, (b + 1) * a.x_stride[0]);
     const C* cp = at<C>(a.cos, b * a.cs_batch_stride + s * a.cs_seq_stride);
     const C* sp = at<C>(a.sin, b * a.cs_batch_stride + s * a.cs_seq_stride);
     if (a.interleaved) {
@@ -67,11 +71,13 @@ void rope_positions(const kpdrRopeArgs& a, int64_t p0, int64_t p1, bool stream) 
       }
     }
     for (int64_t h = 0; h < a.heads; ++h) {
-      const T* x = x_row(p, h);
+      const T* x = x_pos + h * a.x_stride[2];
       T* out = at<T>(a.out, b * a.out_stride[0] + s * a.out_stride[1] + h * a.out_stride[2]);
-      // The row kAheadRows later in (position, head) order, within this task.
-      const int64_t later = h + kAheadRows;
-      const T* ahead = p + later / a.heads < p1 ? x_row(p + later / a.heads, later % a.heads) : nullptr;
+      // The row ahead_rows later in (position, head) order, within this task.
+      const int64_t later = h + ahead_rows;
+      const T* ahead = later < a.heads    ? x_pos + later * a.x_stride[2]
+                       : x_next != nullptr ? x_next + (later - a.heads) * a.x_stride[2]
+                                           : nullptr;
 
       // Pairs must not straddle vectors, so there is no scalar head: rows that
       // do not start on a vector boundary use ordinary stores.
