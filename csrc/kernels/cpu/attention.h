@@ -723,25 +723,47 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, const PackedKv& kv, int64_t
   }
 }
 
+}  // namespace bf16dp
+#endif  // KP_VEC_AVX512_BF16
+
+#if defined(KP_VEC_AVX512)
 // --- decode: one query row per head of a kv group, keys read once ---------
 //
-// q.k: at amx, tile products of the cached key rows (tile A, in place) with
-// the group's queries (tile B, kept in tile registers for the whole chunk);
-// otherwise each key's dot product with a row is d / 32 vdpbf16ps into one
-// vector of 16 partial sums, and 16 keys' vectors are summed across lanes
-// together (reduce16: 45 shuffles and adds, where one horizontal sum per key
-// costs about 10), giving the 16 scores as one vector.
+// bfloat16 decode at every AVX-512 level (head_dim a multiple of 32). A
+// bfloat16 row read as 32-bit lanes holds column 2i in the low half and 2i + 1
+// in the high half of lane i, so a shift and a mask widen 32 columns into two
+// float vectors (the even columns and the odd ones) with no shuffle.
 //
-// p.v by float32 FMA: a bfloat16 value row is 32-bit lanes (column 2i in the
-// low half, 2i + 1 in the high half), so a shift and a mask widen 32 columns
-// into two float vectors (the even columns and the odd ones) with no shuffle,
-// and each query row then costs one FMA per 16 columns with the probability
+// q.k, by the best the CPU has (QkPath): at amx, tile products of the cached
+// key rows (tile A, in place) with the group's queries (tile B, kept in tile
+// registers for the whole chunk); with AVX512-BF16, each key's dot product
+// with a row is d / 32 vdpbf16ps into one vector of 16 partial sums; with
+// AVX-512 alone, each key row is widened once and multiplied by every query
+// row (kept widened in the same even / odd order, pre-scaled) with float32
+// FMAs. Either of the last two sums 16 vectors of partial sums across lanes
+// together (reduce16: 45 shuffles and adds, where one horizontal sum per key
+// and row costs about 10), giving 16 scores as one vector. (On the
+// development machine, AVX-512 without BF16, one thread, of clone: B=1 / B=8
+// at T=4096 0.40 / 0.54 -> 0.58 / 0.78 against the float32 kernel's
+// conversion of keys and values to float rows; its 64 float32 FMAs per key
+// and kv head, at the 0.44 ns each measured there, are 90% of its time.)
+//
+// p.v by float32 FMA at every level: the value row widened the same way, and
+// each query row then costs one FMA per 16 columns with the probability
 // broadcast from memory. (On the GPU machine's Xeon, one thread, B=1
 // T=4096, with AMX q.k: 39 ns per key, against 43 with vdpbf16ps on value
 // rows interleaved in registers and 52 for AMX p.v through an interleaving
-// buffer, the previous kernel.) The accumulator
-// row holds each 32 columns as the 16 even then the 16 odd ones
-// (widen_column), put back in order once per chunk.
+// buffer, the previous kernel.) The accumulator row holds each 32 columns as
+// the 16 even then the 16 odd ones (the order widen_row gives the queries),
+// put back in order once per chunk (unwiden_row).
+namespace bf16_decode {
+
+#if defined(KP_VEC_AVX512_BF16)
+using bf16dp::as_bh;
+#endif
+#if defined(KP_CPU_AMX)
+using bf16dp::TileConfig;
+#endif
 
 // Lane i of the result is the sum of the lanes of a[kReduceSource[i]] (the
 // tree below pairs its inputs in this order; it is its own inverse).
@@ -764,6 +786,7 @@ inline __m512 reduce16(const __m512* a) {
   return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
 }
 
+#if defined(KP_VEC_AVX512_BF16)
 // s[j] = scale * q . k[j] for the 16 keys keys[0..15] (rows of d bfloat16).
 inline void decode_scores16(float* s, const BF16* q, const BF16* const* keys, int64_t d, float scale) {
   __m512 acc[16];
@@ -778,10 +801,64 @@ inline void decode_scores16(float* s, const BF16* q, const BF16* const* keys, in
   }
   _mm512_storeu_ps(s, _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale)));
 }
+#endif  // KP_VEC_AVX512_BF16
 
-// The column of head_dim held at position i of a widened accumulator row.
-inline int64_t widen_column(int64_t i) {
-  return (i & ~int64_t(31)) + 2 * (i & 15) + ((i & 16) ? 1 : 0);
+// s[r][kk] = qw_r . k_kk for R query rows and the K = 16 / R keys keys[0..K-1]
+// (rows of d bfloat16), by float32 FMAs: qw holds the rows widened
+// (widen_row) and pre-scaled, d floats apart. Each key row is widened
+// once for all R rows; the R x K dot products are 16 vectors of partial sums,
+// summed across lanes by one reduce16 (lane r * K + kk is row r, key kk).
+template <int R>
+inline void decode_scores_widen(float* s, int64_t s_stride, const float* qw, const BF16* const* keys, int64_t d) {
+  static_assert(R == 1 || R == 2 || R == 4, "16 / R keys per step");
+  constexpr int K = 16 / R;
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+  for (int64_t c = 0; c < d; c += 32) {
+#pragma GCC unroll 16
+    for (int kk = 0; kk < K; ++kk) {
+      const __m512i raw = _mm512_loadu_si512(keys[kk] + c);
+      const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+      const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        __m512& a = acc[kReduceSource[r * K + kk]];
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(qw + r * d + c), even, a);
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(qw + r * d + c + 16), odd, a);
+      }
+    }
+  }
+  const __m512 sums = reduce16(acc);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    // Lanes [r * K, r * K + K) land at s[r][0..K-1].
+    _mm512_mask_storeu_ps(s + r * (s_stride - K), __mmask16(((1u << K) - 1) << (r * K)), sums);
+  }
+}
+
+// out = scale * x (d bfloat16, d % 32 == 0) in widened order: per 32
+// columns, the 16 even ones, then the 16 odd ones.
+inline void widen_row(float* out, const BF16* x, int64_t d, float scale) {
+  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t c = 0; c < d; c += 32) {
+    const __m512i raw = _mm512_loadu_si512(x + c);
+    _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)), vs));
+    _mm512_storeu_ps(out + c + 16, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(raw, high)), vs));
+  }
+}
+
+// A row of d floats (d % 32 == 0) from widened order back to column order, in place.
+inline void unwiden_row(float* o, int64_t d) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (int64_t c = 0; c < d; c += 32) {
+    const __m512 even = _mm512_loadu_ps(o + c), odd = _mm512_loadu_ps(o + c + 16);
+    _mm512_storeu_ps(o + c, _mm512_permutex2var_ps(even, lo, odd));
+    _mm512_storeu_ps(o + c + 16, _mm512_permutex2var_ps(even, hi, odd));
+  }
 }
 
 // The next key block's rows (keys and values, `count` of them), asked into L2
@@ -901,7 +978,7 @@ inline void scores32(float* c, const BF16* keys, int64_t stride, int64_t group, 
 
 // Work space of one decode task, kept per thread.
 struct DecodeScratch {
-  LineVector<float> s, o, c, m, l, tmp;
+  LineVector<float> s, o, c, m, l, qw;
   LineVector<uint32_t> qb;
   LineVector<BF16> zeros, tail;
   void reserve(int64_t group, int64_t d) {
@@ -911,19 +988,20 @@ struct DecodeScratch {
     c.assign(kKeyBlock * group, 0.f);
     m.resize(group);
     l.resize(group);
-    tmp.resize(d);
+    qw.resize(group * d);
     qb.resize(group * d / 2);
     zeros.assign(d, BF16{0});
     tail.assign(32 * d, BF16{0});
   }
 };
 
+// How decode computes q.k (the header of this section).
+enum class QkPath { kWidenFma, kDotBf16, kTiles };
+
 // Attention of the `group` query heads of kv head kvh (batch b) over keys
 // [j0, j1), bfloat16 with head_dim % 32 == 0: leaves m, l and o (column
-// order) in w. kTiles: q.k on AMX tiles (amx_decode::usable), else vdpbf16ps
-// with the lane-sum tree; kWiden: p.v by widened FMAs, else vdpbf16ps on
-// interleaved value rows.
-template <bool kTiles>
+// order) in w.
+template <QkPath kQk>
 inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kvh, int64_t j0, int64_t j1,
                           DecodeScratch& w) {
   const int64_t d = a.head_dim, group = a.heads / a.kv_heads;
@@ -936,8 +1014,11 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
   const int64_t ks = a.k_stride[2], vs = a.v_stride[2];
   const BF16* q0 = at<BF16>(a.q, b * a.q_stride[0] + kvh * group * a.q_stride[1]);
   float* s = w.s.data();
+  if constexpr (kQk == QkPath::kWidenFma) {
+    for (int64_t g = 0; g < group; ++g) widen_row(w.qw.data() + g * d, q0 + g * a.q_stride[1], d, a.scale);
+  }
 #if defined(KP_CPU_AMX)
-  if constexpr (kTiles) {
+  if constexpr (kQk == QkPath::kTiles) {
     for (int64_t c = 0; c < d / 32; ++c)
       for (int64_t i = 0; i < 16; ++i)
         for (int64_t g = 0; g < group; ++g)
@@ -949,7 +1030,7 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
   for (int64_t b0 = j0; b0 < j1; b0 += kKeyBlock) {
     const int64_t n = std::min(kKeyBlock, j1 - b0);
 #if defined(KP_CPU_AMX)
-    if constexpr (kTiles) {
+    if constexpr (kQk == QkPath::kTiles) {
       for (int64_t j = 0; j < n; j += 32) {
         const BF16* rows = k + (b0 + j) * ks;
         int64_t stride = ks;
@@ -972,12 +1053,29 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
       }
     } else
 #endif
-    {
+#if defined(KP_VEC_AVX512_BF16)
+    if constexpr (kQk == QkPath::kDotBf16) {
       const BF16* keys[16];
       for (int64_t j = 0; j < n; j += 16) {
         for (int64_t i = 0; i < 16; ++i) keys[i] = j + i < n ? k + (b0 + j + i) * ks : w.zeros.data();
         for (int64_t g = 0; g < group; ++g) decode_scores16(s + g * kKeyBlock + j, q0 + g * a.q_stride[1], keys, d, a.scale);
       }
+    } else
+#endif
+    {
+      // Rows in steps of 4, then 2 and 1: 16 / R keys per reduce16.
+      const BF16* keys[16];
+      auto rows = [&](auto r_const, int64_t g) {
+        constexpr int R = decltype(r_const)::value, K = 16 / R;
+        for (int64_t j = 0; j < n; j += K) {
+          for (int64_t i = 0; i < K; ++i) keys[i] = j + i < n ? k + (b0 + j + i) * ks : w.zeros.data();
+          decode_scores_widen<R>(s + g * kKeyBlock + j, kKeyBlock, w.qw.data() + g * d, keys, d);
+        }
+      };
+      int64_t g = 0;
+      for (; g + 4 <= group; g += 4) rows(std::integral_constant<int, 4>{}, g);
+      for (; g + 2 <= group; g += 2) rows(std::integral_constant<int, 2>{}, g);
+      for (; g < group; ++g) rows(std::integral_constant<int, 1>{}, g);
     }
     online_softmax_block(s, kKeyBlock, group, n, w.m.data(), w.l.data(), w.o.data(), d);
     const BF16* vb0 = v + b0 * vs;
@@ -1001,18 +1099,13 @@ inline void decode_chunk(const kpdrDecodeAttentionArgs& a, int64_t b, int64_t kv
     }
   }
 #if defined(KP_CPU_AMX)
-  if constexpr (kTiles) _tile_release();
+  if constexpr (kQk == QkPath::kTiles) _tile_release();
 #endif
-  // Back to column order.
-  for (int64_t g = 0; g < group; ++g) {
-    float* o = w.o.data() + g * d;
-    for (int64_t i = 0; i < d; ++i) w.tmp[widen_column(i)] = o[i];
-    std::copy(w.tmp.begin(), w.tmp.end(), o);
-  }
+  for (int64_t g = 0; g < group; ++g) unwiden_row(w.o.data() + g * d, d);
 }
 
-}  // namespace bf16dp
-#endif  // KP_VEC_AVX512_BF16
+}  // namespace bf16_decode
+#endif  // KP_VEC_AVX512
 
 void prefill_attention(const kpdrPrefillAttentionArgs& a) {
   const int64_t qblocks = (a.seq_q + 63) / 64;
@@ -1187,26 +1280,27 @@ void decode_split_k(const kpdrDecodeAttentionArgs& a, Chunk&& chunk) {
 
 void decode_attention(const kpdrDecodeAttentionArgs& a) {
   const int64_t d = a.head_dim;
-#if defined(KP_VEC_AVX512_BF16)
+#if defined(KP_VEC_AVX512)
   if (a.dtype == KPDR_DTYPE_BFLOAT16 && d % 32 == 0) {
-    auto run = [&](auto chunk2) {
+    using bf16_decode::QkPath;
+    auto run = [&](auto path) {
       decode_split_k<BF16>(a, [&](int64_t b, int64_t kvh, int64_t j0, int64_t j1) {
-        thread_local bf16dp::DecodeScratch w;
-        chunk2(b, kvh, j0, j1, w);
+        thread_local bf16_decode::DecodeScratch w;
+        bf16_decode::decode_chunk<decltype(path)::value>(a, b, kvh, j0, j1, w);
         return ChunkResult{w.m.data(), w.l.data(), w.o.data()};
       });
     };
 #if defined(KP_CPU_AMX)
-    if (bf16dp::amx_decode::usable(a.heads / a.kv_heads, d)) {
-      run([&](int64_t b, int64_t kvh, int64_t j0, int64_t j1, bf16dp::DecodeScratch& w) {
-        bf16dp::decode_chunk<true>(a, b, kvh, j0, j1, w);
-      });
+    if (bf16_decode::amx_decode::usable(a.heads / a.kv_heads, d)) {
+      run(std::integral_constant<QkPath, QkPath::kTiles>{});
       return;
     }
 #endif
-    run([&](int64_t b, int64_t kvh, int64_t j0, int64_t j1, bf16dp::DecodeScratch& w) {
-      bf16dp::decode_chunk<false>(a, b, kvh, j0, j1, w);
-    });
+#if defined(KP_VEC_AVX512_BF16)
+    run(std::integral_constant<QkPath, QkPath::kDotBf16>{});
+#else
+    run(std::integral_constant<QkPath, QkPath::kWidenFma>{});
+#endif
     return;
   }
 #endif
