@@ -3,8 +3,9 @@
 AMX and AVX512-BF16 are on few machines (not on CI's), so amx_model/amx_tile_model.cpp
 compiles attention.h at the amx level (and, with KP_MODEL_NO_AMX, as at avx512_bf16) with
 the tile instructions and the bfloat16 dot-product and conversion instructions replaced by
-models of them (fakes of hardware we cannot have here) and compares decode and prefill with
-the float32 path. On a Xeon with AMX the kernel tests run the real instructions at
+models of them (fakes of hardware we cannot have here) and compares decode (each of its q.k
+paths: tiles, vdpbf16ps and the widened float32 FMAs of the avx512 level) and prefill with the
+float32 path. On a Xeon with AMX the kernel tests run the real instructions at
 KP_CPU_ISA=amx and avx512_bf16.
 """
 

@@ -101,21 +101,32 @@ int decode_check() {
     a.q_stride[0] = H * D; a.q_stride[1] = D; a.k_stride[0] = Hkv * T * D; a.k_stride[1] = T * D; a.k_stride[2] = D;
     a.v_stride[0] = Hkv * T * D; a.v_stride[1] = T * D; a.v_stride[2] = D;
     const int64_t G = H / Hkv;
-    bf16dp::DecodeScratch w1; AttentionScratch w2; w2.reserve(G, D);
+    using bf16_decode::QkPath;
+    AttentionScratch w2; w2.reserve(G, D);
     for (int64_t h = 0; h < Hkv; ++h) {
-#if defined(KP_CPU_AMX)
-      if (bf16dp::amx_decode::usable(G, D)) bf16dp::decode_chunk<true>(a, 0, h, j0, j1, w1);
-      else bf16dp::decode_chunk<false>(a, 0, h, j0, j1, w1);
-#else
-      bf16dp::decode_chunk<false>(a, 0, h, j0, j1, w1);
-#endif
       decode_chunk<kp::BF16>(a, 0, h, j0, j1, w2);
-      for (int64_t r = 0; r < G; ++r) {
-        for (int64_t c = 0; c < D; ++c) {
-          double x = w1.o[r * D + c] / w1.l[r], y = w2.o[r * D + c] / w2.l[r];
-          worst = std::max(worst, std::abs(x - y));
+      // Every q.k path this level has: tiles (where usable), vdpbf16ps, widened FMAs.
+      for (int path = 0; path < 3; ++path) {
+        bf16_decode::DecodeScratch w1;
+        if (path == 0) {
+#if defined(KP_CPU_AMX)
+          if (!bf16_decode::amx_decode::usable(G, D)) continue;
+          bf16_decode::decode_chunk<QkPath::kTiles>(a, 0, h, j0, j1, w1);
+#else
+          continue;
+#endif
+        } else if (path == 1) {
+          bf16_decode::decode_chunk<QkPath::kDotBf16>(a, 0, h, j0, j1, w1);
+        } else {
+          bf16_decode::decode_chunk<QkPath::kWidenFma>(a, 0, h, j0, j1, w1);
         }
-        if (std::abs(w1.m[r] - w2.m[r]) > 1e-4) { std::printf("m differs %f %f\n", w1.m[r], w2.m[r]); return 1; }
+        for (int64_t r = 0; r < G; ++r) {
+          for (int64_t c = 0; c < D; ++c) {
+            double x = w1.o[r * D + c] / w1.l[r], y = w2.o[r * D + c] / w2.l[r];
+            worst = std::max(worst, std::abs(x - y));
+          }
+          if (std::abs(w1.m[r] - w2.m[r]) > 1e-4) { std::printf("path %d: m differs %f %f\n", path, w1.m[r], w2.m[r]); return 1; }
+        }
       }
     }
     std::printf("decode H=%ld Hkv=%ld T=%ld D=%ld [%ld,%ld): max |bf16 path - float| so far %.2e\n", H, Hkv, T, D, j0, j1, worst);
