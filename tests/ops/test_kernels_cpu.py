@@ -235,6 +235,38 @@ def test_calls_from_several_python_threads_at_once_give_the_single_thread_result
             torch.testing.assert_close(out, expected[i], atol=0, rtol=0)
 
 
+_POOL_STRESS = """
+import time, torch, kernel_pytorch  # noqa: F401
+torch.manual_seed(0)
+x, w = torch.randn(64, 4099), torch.randn(4099)
+torch.set_num_threads(1)
+expected = torch.ops.kernel_pytorch.rms_norm(x, w, 1e-6)
+counts = [8, 1, 3, 8, 2, 5, 7, 4]
+for i in range(4000):
+    torch.set_num_threads(counts[i % len(counts)])
+    out = torch.ops.kernel_pytorch.rms_norm(x, w, 1e-6)
+    assert torch.equal(out, expected), f"call {i} at {counts[i % len(counts)]} threads differs"
+    if i % 97 == 0:
+        time.sleep(0.002)  # past the workers' polling: they block and must be woken
+print("ok")
+"""
+
+
+def test_regions_with_changing_thread_counts_and_sleeping_workers_give_the_same_results(tmp_path):
+    """The pool's workers read each region's job without a lock and only the region's own
+    sleeping workers are woken: 4000 regions with thread counts changing every call (workers
+    joining, sitting out, blocking between bursts) all give the one-thread result. In a
+    subprocess with an 8-thread pool, so that a torn job crashing the process fails this test."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, KP_NUM_THREADS="8")
+    run = subprocess.run([sys.executable, "-c", _POOL_STRESS], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stdout[-2000:] + run.stderr[-2000:]
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_results_do_not_depend_on_the_thread_count(threads):
     previous = torch.get_num_threads()
