@@ -746,7 +746,7 @@ inline void tasks(const kpdrPrefillAttentionArgs& a, const PackedKv& kv, int64_t
 // development machine, AVX-512 without BF16, one thread, of clone: B=1 / B=8
 // at T=4096 0.40 / 0.54 -> 0.58 / 0.78 against the float32 kernel's
 // conversion of keys and values to float rows; its 64 float32 FMAs per key
-// and kv head, at the 0.44 ns each measured there, are 90% of its time.)
+// and kv head, at the 0.44 ns each measured there, are 87% of its time.)
 //
 // p.v by float32 FMA at every level: the value row widened the same way, and
 // each query row then costs one FMA per 16 columns with the probability
