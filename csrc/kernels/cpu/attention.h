@@ -815,18 +815,16 @@ inline void decode_scores_widen(float* s, int64_t s_stride, const float* qw, con
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
   for (int64_t c = 0; c < d; c += 32) {
 #pragma GCC unroll 16
     for (int kk = 0; kk < K; ++kk) {
-      const __m512i raw = _mm512_loadu_si512(keys[kk] + c);
-      const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-      const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
+      Vec even, odd;
+      Vec::load_deinterleaved(keys[kk] + c, even, odd);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         __m512& a = acc[kReduceSource[r * K + kk]];
-        a = _mm512_fmadd_ps(_mm512_loadu_ps(qw + r * d + c), even, a);
-        a = _mm512_fmadd_ps(_mm512_loadu_ps(qw + r * d + c + 16), odd, a);
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(qw + r * d + c), even.v, a);
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(qw + r * d + c + 16), odd.v, a);
       }
     }
   }
@@ -841,12 +839,12 @@ inline void decode_scores_widen(float* s, int64_t s_stride, const float* qw, con
 // out = scale * x (d bfloat16, d % 32 == 0) in widened order: per 32
 // columns, the 16 even ones, then the 16 odd ones.
 inline void widen_row(float* out, const BF16* x, int64_t d, float scale) {
-  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
-  const __m512 vs = _mm512_set1_ps(scale);
+  const Vec vs = Vec::set1(scale);
   for (int64_t c = 0; c < d; c += 32) {
-    const __m512i raw = _mm512_loadu_si512(x + c);
-    _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)), vs));
-    _mm512_storeu_ps(out + c + 16, _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(raw, high)), vs));
+    Vec even, odd;
+    Vec::load_deinterleaved(x + c, even, odd);
+    (even * vs).store(out + c);
+    (odd * vs).store(out + c + 16);
   }
 }
 
@@ -884,25 +882,20 @@ inline void pv_widen_tile(float* o, int64_t d, int64_t c, const float* p, int64_
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int g = 0; g < 2 * CG; ++g) acc[r][g] = _mm512_loadu_ps(o + r * d + c + 16 * g);
-  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
   const BF16* vj = v + c;
   for (int64_t j = 0; j < n; ++j, vj += v_stride) {
     if (j < next.count) {
       prefetch_lines(next.k + j * next.k_stride + c, 64 * CG);
       prefetch_lines(next.v + j * next.v_stride + c, 64 * CG);
     }
-    __m512 x[2 * CG];
+    Vec x[2 * CG];
 #pragma GCC unroll 16
-    for (int g = 0; g < CG; ++g) {
-      const __m512i raw = _mm512_loadu_si512(vj + 32 * g);
-      x[2 * g] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-      x[2 * g + 1] = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
-    }
+    for (int g = 0; g < CG; ++g) Vec::load_deinterleaved(vj + 32 * g, x[2 * g], x[2 * g + 1]);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 pr = _mm512_set1_ps(p[r * p_stride + j]);
 #pragma GCC unroll 16
-      for (int g = 0; g < 2 * CG; ++g) acc[r][g] = _mm512_fmadd_ps(pr, x[g], acc[r][g]);
+      for (int g = 0; g < 2 * CG; ++g) acc[r][g] = _mm512_fmadd_ps(pr, x[g].v, acc[r][g]);
     }
   }
 #pragma GCC unroll 16
